@@ -1,0 +1,7 @@
+"""singa_graph: a define-then-run deep-learning graph compiler with SINGA-style APIs."""
+from . import errors, ops  # noqa: F401  (ops registers every Operation)
+from .errors import (CheckpointError, DTypeError, GraphError, PlanError, ShapeError,  # noqa: F401
+                     SingaGraphError, UnsupportedOpError)
+from .ir import Graph, Parameter, Placeholder, PlaceHolder, Tensor  # noqa: F401
+
+__version__ = "0.1.0"

@@ -1,0 +1,38 @@
+"""The one exception hierarchy of singa_graph.
+
+Every error the library raises on purpose derives from :class:`SingaGraphError`, so a caller
+can catch them all at once; the subclasses also derive from the matching builtin (ValueError,
+TypeError, ...) so code written against numpy-style errors keeps working.
+"""
+
+
+class SingaGraphError(Exception):
+    """Base class of every error raised by singa_graph."""
+
+
+class ShapeError(SingaGraphError, ValueError):
+    """Input shapes do not fit an op, or a feed has the wrong shape."""
+
+
+class DTypeError(SingaGraphError, TypeError):
+    """Input dtypes do not fit an op, or a feed has the wrong dtype."""
+
+
+class UnsupportedOpError(SingaGraphError, NotImplementedError):
+    """No definition, kernel or ONNX mapping exists for an op on the requested device."""
+
+
+class GraphError(SingaGraphError, ValueError):
+    """A graph is malformed: a cycle, a dangling tensor, a missing feed."""
+
+
+class PlanError(SingaGraphError, RuntimeError):
+    """A schedule or memory plan violates its contract (found by ``verify``)."""
+
+
+class CheckpointError(SingaGraphError, ValueError):
+    """A checkpoint does not match the model it is loaded into, or is unreadable."""
+
+
+class DeviceError(SingaGraphError, RuntimeError):
+    """A device is unavailable or a tensor lives on the wrong device."""

@@ -1,0 +1,42 @@
+"""Nodes: one application of an Operation to input Tensors, producing output Tensors."""
+from __future__ import annotations
+
+import itertools
+
+_ids = itertools.count()
+
+# Passes that add nodes to an existing graph (autodiff, optimizer) push a list here; every
+# Node created while it is on the stack is appended to it, in creation order.
+_capture_stack: list[list] = []
+
+
+class Node:
+    """One op instance in a graph.
+
+    Attributes:
+        op: the :class:`~singa_graph.ir.op.Operation` (holds the attributes).
+        inputs: the input Tensors, in the op's argument order.
+        outputs: the output Tensors; each has ``creator`` set to this node.
+        name: unique, readable (``MatMul_12`` or the layer-given name).
+        id: creation index; sorting nodes by id gives program order.
+    """
+
+    __slots__ = ("op", "inputs", "outputs", "name", "id")
+
+    def __init__(self, op, inputs, name: str | None = None):
+        self.id = next(_ids)
+        self.op = op
+        self.inputs = list(inputs)
+        self.outputs = []
+        self.name = name or f"{op.type}_{self.id}"
+        if _capture_stack:
+            _capture_stack[-1].append(self)
+
+    @property
+    def type(self) -> str:
+        return self.op.type
+
+    def __repr__(self):
+        ins = ", ".join(t.name for t in self.inputs)
+        outs = ", ".join(t.name for t in self.outputs)
+        return f"Node({self.name}: ({ins}) -> ({outs}))"

@@ -1,0 +1,296 @@
+"""Tensors of the IR: concrete (holding a numpy array) or symbolic (shape and dtype only).
+
+A :class:`Tensor` made from data is *concrete*; ops called on concrete tensors run at once
+(eager mode). A :class:`Placeholder` is a *symbolic* graph input: ops called on it only infer
+shapes and record nodes, so a whole training step can be built before any data exists.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..runtime.device import Device, get_default_device
+from . import dtypes
+
+_names = itertools.count()
+
+
+class TensorSpec(NamedTuple):
+    """What shape inference produces for one output: a shape and a dtype, no data."""
+
+    shape: tuple
+    dtype: np.dtype
+
+
+def _as_shape(shape) -> tuple:
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    try:
+        shape = tuple(int(s) for s in shape)
+    except TypeError as e:
+        raise ShapeError(f"not a shape: {shape!r}") from e
+    if any(s < 0 for s in shape):
+        raise ShapeError(f"negative dimension in shape {shape}")
+    return shape
+
+
+class Tensor:
+    """An n-dimensional array that ops consume and produce (SINGA's ``tensor.Tensor``).
+
+    Args:
+        shape: dimensions; ignored when ``data`` is given.
+        device: where it lives; the default device when None.
+        dtype: element type (``tensor.float32`` by default).
+        data: a numpy array (or anything ``np.asarray`` takes) to hold. Without it the
+            tensor is concrete and zero-filled, as in SINGA.
+        requires_grad: whether gradients flow through this tensor.
+        stores_grad: whether ``autograd.backward`` yields this tensor's gradient
+            (parameters). Implies ``requires_grad``.
+        creator: the :class:`Node` that produced it, None for leaves.
+        name: a readable name; one is generated when None.
+    """
+
+    __array_priority__ = 1000  # make ``ndarray + Tensor`` call Tensor.__radd__
+
+    def __init__(self, shape=(), device: Device | None = None, dtype=dtypes.float32, data=None,
+                 requires_grad: bool = True, stores_grad: bool = False, creator=None,
+                 name: str | None = None):
+        self.device = device or get_default_device()
+        if data is not None:
+            if isinstance(data, Tensor):
+                data = data.data
+            arr = np.asarray(data)
+            if arr.dtype == np.bool_ or arr.dtype.kind in "iu" and arr.dtype not in dtypes.INTS:
+                arr = arr.astype(np.int64 if arr.dtype.kind in "iu" else np.bool_)
+            dt = dtypes.as_dtype(arr.dtype)
+            self.data = np.ascontiguousarray(arr, dtype=dt)
+            self.shape = self.data.shape
+            self.dtype = dt
+        else:
+            self.shape = _as_shape(shape)
+            self.dtype = dtypes.as_dtype(dtype)
+            self.data = np.zeros(self.shape, self.dtype)
+        self.creator = creator
+        self.stores_grad = bool(stores_grad)
+        self.requires_grad = bool(requires_grad) or self.stores_grad
+        self.name = name or f"t{next(_names)}"
+
+    @classmethod
+    def symbolic(cls, shape, dtype, device=None, creator=None, requires_grad=False, name=None):
+        """A tensor with a shape and dtype but no data: what ops produce in graph mode."""
+        t = cls.__new__(cls)
+        t.device = device or get_default_device()
+        t.shape = _as_shape(shape)
+        t.dtype = dtypes.as_dtype(dtype)
+        t.data = None
+        t.creator = creator
+        t.stores_grad = False
+        t.requires_grad = requires_grad
+        t.name = name or f"t{next(_names)}"
+        return t
+
+    # ------------------------------------------------------------------ basic facts
+    @property
+    def is_concrete(self) -> bool:
+        """True when the tensor holds data (eager); False for graph-mode tensors."""
+        return self.data is not None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def ndim_(self):  # pragma: no cover - kept for SINGA code that calls t.ndim()
+        return self.ndim
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self):
+        kind = "" if self.is_concrete else ", symbolic"
+        return f"Tensor(name={self.name!r}, shape={self.shape}, dtype={self.dtype}{kind})"
+
+    # ------------------------------------------------------------------ data access
+    def _need_data(self, what):
+        if self.data is None:
+            raise ValueError(
+                f"{what}: tensor {self.name!r} is symbolic (a graph-mode tensor has no data "
+                "until the compiled plan runs)")
+
+    def to_numpy(self) -> np.ndarray:
+        """A copy of the data as a numpy array."""
+        self._need_data("to_numpy")
+        return self.data.copy()
+
+    def numpy(self) -> np.ndarray:
+        return self.to_numpy()
+
+    def copy_from_numpy(self, arr, offset: int = 0) -> None:
+        """Overwrite the data in place (shape must match, dtype is converted)."""
+        arr = np.asarray(arr)
+        if self.data is None:
+            self.data = np.zeros(self.shape, self.dtype)
+        if arr.size != self.size:
+            raise ShapeError(f"copy_from_numpy: tensor {self.name!r} has shape {self.shape}, "
+                             f"array has shape {arr.shape}")
+        self.data[...] = arr.reshape(self.shape)
+
+    def copy_data(self, other: "Tensor") -> None:
+        self.copy_from_numpy(other.data)
+
+    def set_value(self, v) -> "Tensor":
+        """Fill with the scalar ``v``."""
+        if self.data is None:
+            self.data = np.zeros(self.shape, self.dtype)
+        self.data[...] = v
+        return self
+
+    def gaussian(self, mean: float, std: float) -> "Tensor":
+        """Fill with samples of N(mean, std^2) from the seeded global generator."""
+        from ..random import generator
+
+        self.data = generator().normal(mean, std, self.shape).astype(self.dtype)
+        return self
+
+    def uniform(self, low: float, high: float) -> "Tensor":
+        """Fill with samples of U(low, high) from the seeded global generator."""
+        from ..random import generator
+
+        self.data = generator().uniform(low, high, self.shape).astype(self.dtype)
+        return self
+
+    def bernoulli(self, p: float) -> "Tensor":
+        from ..random import generator
+
+        self.data = (generator().random(self.shape) < p).astype(self.dtype)
+        return self
+
+    def clone(self) -> "Tensor":
+        self._need_data("clone")
+        return Tensor(data=self.data.copy(), device=self.device,
+                      requires_grad=self.requires_grad, stores_grad=self.stores_grad)
+
+    def as_type(self, dtype) -> "Tensor":
+        from ..ops import cast
+
+        return cast(self, dtype)
+
+    def to_device(self, device: Device) -> None:
+        if device.kind != "cpu":
+            from .. import device as _device
+
+            _device.create_cuda_gpu(device.id)
+        self.device = device
+
+    def to_host(self) -> "Tensor":
+        return self
+
+    # ------------------------------------------------------------------ operators
+    def __add__(self, o):
+        from ..ops import add
+        return add(self, o)
+
+    def __radd__(self, o):
+        from ..ops import add
+        return add(o, self)
+
+    def __sub__(self, o):
+        from ..ops import sub
+        return sub(self, o)
+
+    def __rsub__(self, o):
+        from ..ops import sub
+        return sub(o, self)
+
+    def __mul__(self, o):
+        from ..ops import mul
+        return mul(self, o)
+
+    def __rmul__(self, o):
+        from ..ops import mul
+        return mul(o, self)
+
+    def __truediv__(self, o):
+        from ..ops import div
+        return div(self, o)
+
+    def __rtruediv__(self, o):
+        from ..ops import div
+        return div(o, self)
+
+    def __matmul__(self, o):
+        from ..ops import matmul
+        return matmul(self, o)
+
+    def __neg__(self):
+        from ..ops import neg
+        return neg(self)
+
+    def __pow__(self, o):
+        from ..ops import pow
+        return pow(self, o)
+
+    def reshape(self, *shape):
+        from ..ops import reshape
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = shape[0]
+        return reshape(self, shape)
+
+    def transpose(self, *axes):
+        from ..ops import transpose
+        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+            axes = axes[0]
+        return transpose(self, axes or None)
+
+    @property
+    def T(self):
+        return self.transpose()
+
+    def sum(self, axis=None, keepdims=False):
+        from ..ops import sum as _sum
+        return _sum(self, axis, keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        from ..ops import mean
+        return mean(self, axis, keepdims)
+
+
+class Placeholder(Tensor):
+    """A symbolic graph input: shape and dtype, no data. Fed when a compiled plan runs."""
+
+    def __init__(self, shape, dtype=dtypes.float32, device: Device | None = None,
+                 name: str | None = None, requires_grad: bool = False):
+        self.device = device or get_default_device()
+        self.shape = _as_shape(shape)
+        self.dtype = dtypes.as_dtype(dtype)
+        self.data = None
+        self.creator = None
+        self.stores_grad = False
+        self.requires_grad = requires_grad
+        self.name = name or f"input{next(_names)}"
+
+    def __repr__(self):
+        return f"Placeholder(name={self.name!r}, shape={self.shape}, dtype={self.dtype})"
+
+
+PlaceHolder = Placeholder  # the spelling of SINGA issue #696
+
+
+class Parameter(Tensor):
+    """A persistent, trainable tensor: ``requires_grad = stores_grad = True``."""
+
+    def __init__(self, shape=(), device=None, dtype=dtypes.float32, data=None, name=None):
+        super().__init__(shape, device, dtype, data, requires_grad=True, stores_grad=True,
+                         name=name)

@@ -1,0 +1,13 @@
+"""The op library: one module per family, each op one Operation subclass plus a functional
+wrapper. Importing this package registers every op in :data:`singa_graph.ir.op.OPS`."""
+from .activation import *  # noqa: F401,F403
+from .conv import *  # noqa: F401,F403
+from .dropout import *  # noqa: F401,F403
+from .elementwise import *  # noqa: F401,F403
+from .linalg import *  # noqa: F401,F403
+from .loss import *  # noqa: F401,F403
+from .norm import *  # noqa: F401,F403
+from .pool import *  # noqa: F401,F403
+from .reduce import *  # noqa: F401,F403
+from .shape import *  # noqa: F401,F403
+from .update import *  # noqa: F401,F403

@@ -1,0 +1,44 @@
+"""Helpers shared by op definitions: broadcasting, axis normalisation, dtype checks."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DTypeError, ShapeError
+from ..ir.dtypes import is_float
+
+
+def broadcast_shape(a: tuple, b: tuple) -> tuple:
+    """numpy's broadcasting rule, raising ShapeError that names both shapes."""
+    try:
+        return tuple(np.broadcast_shapes(a, b))
+    except ValueError:
+        raise ShapeError(f"shapes {a} and {b} do not broadcast") from None
+
+
+def norm_axes(axes, ndim: int) -> tuple | None:
+    """``None`` stays None (all axes); ints and negative ints become a sorted tuple."""
+    if axes is None:
+        return None
+    if isinstance(axes, (int, np.integer)):
+        axes = (int(axes),)
+    out = []
+    for a in axes:
+        if not -ndim <= a < max(ndim, 1):
+            raise ShapeError(f"axis {a} out of range for a {ndim}-d tensor")
+        out.append(a % ndim if ndim else 0)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"repeated axis in {tuple(axes)}")
+    return tuple(sorted(out))
+
+
+def same_dtype(*xs) -> np.dtype:
+    dts = {x.dtype for x in xs}
+    if len(dts) != 1:
+        raise DTypeError("dtypes differ: " + ", ".join(f"{x.name}:{x.dtype}" for x in xs))
+    return xs[0].dtype
+
+
+def need_float(*xs) -> None:
+    for x in xs:
+        if not is_float(x.dtype):
+            raise DTypeError(f"{x.name} has dtype {x.dtype}; a floating dtype is required")

@@ -1,0 +1,219 @@
+"""Elementwise arithmetic with numpy broadcasting, and the broadcast helpers of the backward.
+
+Gradients of broadcast operands are reduced back to the operand's shape with :class:`SumTo`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..ir.op import Operation
+from ..ir.tensor import TensorSpec
+from ._util import broadcast_shape, need_float, same_dtype
+
+__all__ = ["Add", "Sub", "Mul", "Div", "Neg", "Exp", "Log", "Sqrt", "Pow", "Abs", "Sign",
+           "SumTo", "BroadcastTo", "Cast", "add", "sub", "mul", "div", "neg", "exp", "log",
+           "sqrt", "pow", "abs", "sign", "sum_to", "broadcast_to", "cast"]
+
+
+class _Binary(Operation):
+    inplace = {0: 0}
+
+    def infer(self, a, b):
+        return [TensorSpec(broadcast_shape(a.shape, b.shape), same_dtype(a, b))]
+
+
+def _reduce(g, shape):
+    return None if g is None else (g if g.shape == tuple(shape) else sum_to(g, shape))
+
+
+class Add(_Binary):
+    def gradient(self, inputs, outputs, dys, needs):
+        a, b = inputs
+        return [_reduce(dys[0], a.shape), _reduce(dys[0], b.shape)]
+
+
+class Sub(_Binary):
+    def gradient(self, inputs, outputs, dys, needs):
+        a, b = inputs
+        return [_reduce(dys[0], a.shape), _reduce(neg(dys[0]), b.shape) if needs[1] else None]
+
+
+class Mul(_Binary):
+    def gradient(self, inputs, outputs, dys, needs):
+        a, b = inputs
+        dy = dys[0]
+        return [_reduce(mul(dy, b), a.shape) if needs[0] else None,
+                _reduce(mul(dy, a), b.shape) if needs[1] else None]
+
+
+class Div(_Binary):
+    def gradient(self, inputs, outputs, dys, needs):
+        a, b = inputs
+        dy, y = dys[0], outputs[0]
+        da = _reduce(div(dy, b), a.shape) if needs[0] else None
+        db = _reduce(neg(div(mul(dy, y), b)), b.shape) if needs[1] else None
+        return [da, db]
+
+
+class Pow(_Binary):
+    """``a ** b`` elementwise; the gradient w.r.t. ``b`` needs ``a > 0``."""
+
+    inplace = {}
+
+    def gradient(self, inputs, outputs, dys, needs):
+        a, b = inputs
+        dy, y = dys[0], outputs[0]
+        da = _reduce(mul(dy, mul(b, pow(a, sub(b, 1.0)))), a.shape) if needs[0] else None
+        db = _reduce(mul(dy, mul(y, log(a))), b.shape) if needs[1] else None
+        return [da, db]
+
+
+class _Unary(Operation):
+    inplace = {0: 0}
+
+    def infer(self, x):
+        need_float(x)
+        return [TensorSpec(x.shape, x.dtype)]
+
+
+class Neg(_Unary):
+    def infer(self, x):
+        return [TensorSpec(x.shape, x.dtype)]
+
+    def gradient(self, inputs, outputs, dys, needs):
+        return [neg(dys[0])]
+
+
+class Exp(_Unary):
+    def gradient(self, inputs, outputs, dys, needs):
+        return [mul(dys[0], outputs[0])]
+
+
+class Log(_Unary):
+    def gradient(self, inputs, outputs, dys, needs):
+        return [div(dys[0], inputs[0])]
+
+
+class Sqrt(_Unary):
+    def gradient(self, inputs, outputs, dys, needs):
+        return [div(dys[0], mul(outputs[0], 2.0))]
+
+
+class Abs(_Unary):
+    def infer(self, x):
+        return [TensorSpec(x.shape, x.dtype)]
+
+    def gradient(self, inputs, outputs, dys, needs):
+        return [mul(dys[0], sign(inputs[0]))]
+
+
+class Sign(_Unary):
+    differentiable = False
+
+    def infer(self, x):
+        return [TensorSpec(x.shape, x.dtype)]
+
+
+class SumTo(Operation):
+    """Sum ``x`` down to ``shape``, the inverse of broadcasting (numpy's rule)."""
+
+    def __init__(self, shape):
+        self.shape = tuple(int(s) for s in shape)
+
+    def infer(self, x):
+        if broadcast_shape(self.shape, x.shape) != x.shape:
+            raise ShapeError(f"cannot sum {x.shape} down to {self.shape}")
+        return [TensorSpec(self.shape, x.dtype)]
+
+    def gradient(self, inputs, outputs, dys, needs):
+        return [broadcast_to(dys[0], inputs[0].shape)]
+
+
+class BroadcastTo(Operation):
+    """Broadcast ``x`` up to ``shape`` (a copy, so the output owns its buffer)."""
+
+    def __init__(self, shape):
+        self.shape = tuple(int(s) for s in shape)
+
+    def infer(self, x):
+        if broadcast_shape(self.shape, x.shape) != self.shape:
+            raise ShapeError(f"cannot broadcast {x.shape} to {self.shape}")
+        return [TensorSpec(self.shape, x.dtype)]
+
+    def gradient(self, inputs, outputs, dys, needs):
+        return [sum_to(dys[0], inputs[0].shape)]
+
+
+class Cast(Operation):
+    """Convert to another dtype (float <-> float keeps the gradient)."""
+
+    def __init__(self, dtype):
+        self.dtype = np.dtype(dtype)
+
+    def infer(self, x):
+        return [TensorSpec(x.shape, self.dtype)]
+
+    def gradient(self, inputs, outputs, dys, needs):
+        return [cast(dys[0], inputs[0].dtype)]
+
+
+def add(a, b):
+    """``a + b`` with broadcasting."""
+    return Add()(a, b)
+
+
+def sub(a, b):
+    """``a - b`` with broadcasting."""
+    return Sub()(a, b)
+
+
+def mul(a, b):
+    """``a * b`` with broadcasting."""
+    return Mul()(a, b)
+
+
+def div(a, b):
+    """``a / b`` with broadcasting."""
+    return Div()(a, b)
+
+
+def pow(a, b):
+    """``a ** b`` with broadcasting."""
+    return Pow()(a, b)
+
+
+def neg(x):
+    return Neg()(x)
+
+
+def exp(x):
+    return Exp()(x)
+
+
+def log(x):
+    return Log()(x)
+
+
+def sqrt(x):
+    return Sqrt()(x)
+
+
+def abs(x):
+    return Abs()(x)
+
+
+def sign(x):
+    return Sign()(x)
+
+
+def sum_to(x, shape):
+    return SumTo(shape)(x)
+
+
+def broadcast_to(x, shape):
+    return BroadcastTo(shape)(x)
+
+
+def cast(x, dtype):
+    return Cast(dtype)(x)

@@ -1,0 +1,76 @@
+"""Devices: where tensors live and which kernel table runs their ops.
+
+A device is a small value object. The CPU device is always there; the CUDA device exists once
+a GPU runtime is available (see :func:`create_cuda_gpu`).
+"""
+from __future__ import annotations
+
+from ..errors import DeviceError
+
+
+class Device:
+    """A place that holds buffers and runs kernels. ``kind`` selects the kernel table."""
+
+    kind = "abstract"
+
+    def __init__(self, id: int = 0):
+        self.id = id
+
+    def __repr__(self):
+        return f"{type(self).__name__}(id={self.id})"
+
+    def __eq__(self, other):
+        return isinstance(other, Device) and (self.kind, self.id) == (other.kind, other.id)
+
+    def __hash__(self):
+        return hash((self.kind, self.id))
+
+    # SINGA names
+    def id_(self):  # pragma: no cover - SINGA's Device.id() clashes with the attribute
+        return self.id
+
+    def SetRandSeed(self, seed: int):
+        """SINGA-compatible: seeds the generator used by initialisers on this device."""
+        from .. import random as _random
+
+        _random.seed(seed)
+
+
+class CpuDevice(Device):
+    """The host CPU; kernels are Numba ``@njit`` functions and BLAS calls."""
+
+    kind = "cpu"
+
+
+class CudaDevice(Device):
+    """An NVIDIA GPU driven through numba.cuda."""
+
+    kind = "cuda"
+
+
+_default = CpuDevice(0)
+
+
+def get_default_device() -> Device:
+    """The device tensors go to when none is named (the CPU)."""
+    return _default
+
+
+def create_cpu_device() -> CpuDevice:
+    """SINGA-compatible constructor of the CPU device."""
+    return _default
+
+
+def create_cuda_gpu(id: int = 0) -> CudaDevice:
+    """SINGA-compatible constructor of a CUDA device.
+
+    Raises :class:`DeviceError` while the GPU runtime is not available in this build.
+    """
+    raise DeviceError(
+        "create_cuda_gpu: the CUDA runtime of singa_graph is not available yet; "
+        "use device.create_cpu_device()"
+    )
+
+
+def create_cuda_gpu_on(id: int) -> CudaDevice:
+    return create_cuda_gpu(id)

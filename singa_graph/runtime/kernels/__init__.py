@@ -1,0 +1,1 @@
+"""Kernel tables, one subpackage per device kind; importing one registers its kernels."""

@@ -1,0 +1,1 @@
+"""(kernels of this family are registered here)"""

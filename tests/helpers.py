@@ -1,0 +1,61 @@
+"""Shared checks for op tests: eager forward values and float64 finite-difference gradients."""
+from __future__ import annotations
+
+import numpy as np
+
+from singa_graph.ir import no_grad
+from singa_graph.ir.tensor import Parameter, Tensor
+from singa_graph.passes.autodiff import backward
+
+
+def eager(fn, *arrays, grad_mask=None):
+    """Call ``fn`` on tensors made from ``arrays``; return the output(s) as numpy arrays."""
+    ts = [Tensor(data=a, requires_grad=False) for a in arrays]
+    with no_grad():
+        out = fn(*ts)
+    return tuple(o.data for o in out) if isinstance(out, tuple) else out.data
+
+
+def check_grad(fn, *arrays, wrt=None, eps=1e-6, rtol=1e-4, atol=1e-6, seed=0, output=0):
+    """Compare autodiff gradients of ``sum(fn(*xs) * w)`` with central differences in float64.
+
+    ``wrt`` lists the argument indices to check (default: every floating array). The random
+    weights ``w`` make every output element matter with a different factor.
+    """
+    arrays = [np.asarray(a) for a in arrays]
+    wrt = [i for i, a in enumerate(arrays) if a.dtype.kind == "f"] if wrt is None else wrt
+    for i in wrt:
+        assert arrays[i].dtype == np.float64, "gradient checks run in float64"
+    rng = np.random.default_rng(seed)
+
+    def pick(out):
+        return out[output] if isinstance(out, tuple) else out
+
+    ref = pick(eager(fn, *arrays))
+    w = rng.standard_normal(ref.shape)
+
+    def f(xs):
+        return float(np.sum(pick(eager(fn, *xs)) * w))
+
+    ts = [Parameter(data=a.copy()) if i in wrt else Tensor(data=a, requires_grad=False)
+          for i, a in enumerate(arrays)]
+    y = pick(fn(*ts))
+    from singa_graph.ops import mul, sum as _sum
+
+    loss = _sum(mul(y, Tensor(data=w, requires_grad=False)))
+    got = {id(p): g.data for p, g in backward(loss)}
+    for i in wrt:
+        x = arrays[i]
+        num = np.zeros_like(x)
+        it = np.nditer(x, flags=["multi_index"])
+        for _ in it:
+            idx = it.multi_index
+            xp = [a.copy() for a in arrays]
+            xm = [a.copy() for a in arrays]
+            xp[i][idx] += eps
+            xm[i][idx] -= eps
+            num[idx] = (f(xp) - f(xm)) / (2 * eps)
+        ana = got.get(id(ts[i]))
+        assert ana is not None, f"no gradient for argument {i}"
+        np.testing.assert_allclose(ana, num, rtol=rtol, atol=atol,
+                                   err_msg=f"gradient of argument {i}")
