@@ -66,7 +66,7 @@ class Tensor:
             if arr.dtype == np.bool_ or arr.dtype.kind in "iu" and arr.dtype not in dtypes.INTS:
                 arr = arr.astype(np.int64 if arr.dtype.kind in "iu" else np.bool_)
             dt = dtypes.as_dtype(arr.dtype)
-            self.data = np.ascontiguousarray(arr, dtype=dt)
+            self.data = arr.astype(dt, order="C", copy=False)  # ascontiguousarray makes 0-d 1-d
             self.shape = self.data.shape
             self.dtype = dt
         else:

@@ -1,0 +1,246 @@
+"""Optimizers (SINGA's ``opt`` module): SGD, Adam, RMSProp, AdaGrad and learning-rate schedules.
+
+One update rule serves both modes. ``update(param, grad)`` calls an update op
+(:mod:`singa_graph.ops.update`): with a concrete gradient the fused kernel runs at once; with a
+graph-mode gradient the op becomes a node of the training graph. Hyperparameters live in 0-d
+tensors that the kernels read at run time, so ``sgd.lr = 0.01`` between steps takes effect in
+a compiled plan without recompiling.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .ir.op import building, is_building
+from .ir.tensor import Tensor
+from .ops import update as _u
+from .passes.autodiff import backward as _eager_backward
+from .passes.autodiff import iter_gradients
+
+
+# ---------------------------------------------------------------------------- schedules
+class DecayScheduler:
+    """A learning-rate schedule: ``sched(step) -> value``."""
+
+    def __init__(self, init_value: float):
+        self.init_value = float(init_value)
+
+    def __call__(self, step: int) -> float:
+        raise NotImplementedError
+
+
+class Constant(DecayScheduler):
+    """The same value at every step."""
+
+    def __call__(self, step):
+        return self.init_value
+
+
+class ExponentialDecay(DecayScheduler):
+    """``init * rate ** (step / decay_steps)`` (floored exponent when ``staircase``)."""
+
+    def __init__(self, init_value, decay_steps, decay_rate, staircase=False):
+        super().__init__(init_value)
+        self.decay_steps, self.decay_rate, self.staircase = decay_steps, decay_rate, staircase
+
+    def __call__(self, step):
+        e = step / self.decay_steps
+        return self.init_value * self.decay_rate ** (math.floor(e) if self.staircase else e)
+
+
+class StepDecay(DecayScheduler):
+    """``init * gamma ** (step // step_size)``."""
+
+    def __init__(self, init_value, step_size, gamma=0.1):
+        super().__init__(init_value)
+        self.step_size, self.gamma = step_size, gamma
+
+    def __call__(self, step):
+        return self.init_value * self.gamma ** (step // self.step_size)
+
+
+# ---------------------------------------------------------------------------- optimizers
+class Optimizer:
+    """Base class. Subclasses declare ``_hyper`` (names of scalar hyperparameters), the state
+    they keep per parameter, and the update op they build."""
+
+    _hyper: tuple = ()
+
+    def __init__(self, lr=0.1, **hyper):
+        self.step_counter = 0
+        self._tensors: dict[str, Tensor] = {}
+        self._state: dict[int, list[Tensor]] = {}
+        self._names: dict[int, str] = {}
+        self._tokens: list[Tensor] = []
+        self.lr = lr
+        for k, v in hyper.items():
+            setattr(self, k, v)
+
+    # hyperparameters are 0-d float64 tensors read by the kernels at run time
+    def __setattr__(self, k, v):
+        if k in ("lr",) + self._hyper:
+            if k == "lr":
+                object.__setattr__(self, "_lr_sched",
+                                   v if isinstance(v, DecayScheduler) else None)
+                v = v(self.step_counter) if isinstance(v, DecayScheduler) else v
+            self._scalar(k)[()] = float(v)
+        else:
+            object.__setattr__(self, k, v)
+
+    def __getattr__(self, k):
+        if k in ("lr",) + type(self)._hyper:
+            return float(self._scalar(k)[()])
+        raise AttributeError(k)
+
+    def _scalar(self, k) -> np.ndarray:
+        t = self.__dict__["_tensors"].get(k)
+        if t is None:
+            t = Tensor(data=np.zeros((), np.float64), requires_grad=False, name=f"opt.{k}")
+            self.__dict__["_tensors"][k] = t
+        return t.data
+
+    @property
+    def lr_value(self) -> float:
+        return self.lr
+
+    def step(self) -> None:
+        """Advance the step counter and the learning-rate schedule (SINGA's ``opt.step``)."""
+        self.step_counter += 1
+        sched = self.__dict__.get("_lr_sched")
+        if sched is not None:
+            self._scalar("lr")[()] = float(sched(self.step_counter))
+
+    # state ------------------------------------------------------------------------------
+    def _param_state(self, p: Tensor, n: int) -> list[Tensor]:
+        st = self._state.get(id(p))
+        if st is None:
+            st = [Tensor(data=np.zeros(p.shape, p.dtype), requires_grad=False,
+                         name=f"{p.name}.opt{i}") for i in range(n)]
+            self._state[id(p)] = st
+            self._names[id(p)] = p.name
+        return st
+
+    # updates ----------------------------------------------------------------------------
+    def _op_and_inputs(self, p, g):
+        raise NotImplementedError
+
+    def update(self, param: Tensor, grad: Tensor) -> Tensor:
+        """Apply one update of ``param`` with ``grad``: at once for concrete tensors, as a
+        graph node for graph-mode tensors. Returns the update's output (an alias of the
+        parameter) which a graph keeps as an output so the update runs."""
+        op, ins = self._op_and_inputs(param, grad)
+        tok = op(param, grad, *ins)
+        if tok.data is None:
+            self._tokens.append(tok)
+        return tok
+
+    apply = update
+
+    def backward_and_update(self, loss: Tensor) -> None:
+        """Backpropagate ``loss`` and update every parameter as soon as its gradient is final
+        (the gradient is then dropped, so gradient memory stays small)."""
+        if loss.data is None or is_building():
+            with building():
+                for p, g in iter_gradients(loss):
+                    self.update(p, g)
+        else:
+            for p, g in _eager_backward(loss):
+                self.update(p, g)
+            self.step()
+
+    __call__ = backward_and_update
+
+    def take_update_tokens(self) -> list[Tensor]:
+        """The graph-mode update outputs recorded since the last call (for building graphs)."""
+        toks, self._tokens = self._tokens, []
+        return toks
+
+    # checkpoints ------------------------------------------------------------------------
+    def get_states(self) -> dict[str, np.ndarray]:
+        """Optimizer state keyed by ``<param name>/<slot>`` plus hyperparameters."""
+        out = {k: t.data for k, t in self.state_tensors().items()}
+        out.update({f"hyper/{k}": t.data for k, t in self._tensors.items()})
+        out["step_counter"] = np.asarray(self.step_counter)
+        return out
+
+    def state_tensors(self) -> dict[str, Tensor]:
+        return {f"{self._names[k]}/{i}": t for k, st in self._state.items()
+                for i, t in enumerate(st)}
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent with momentum, dampening, weight decay and Nesterov
+    momentum (PyTorch's formulation; momentum buffers start at zero)."""
+
+    _hyper = ("momentum", "dampening", "weight_decay")
+
+    def __init__(self, lr=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
+                 dtype=None):
+        super().__init__(lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay)
+        self.nesterov = nesterov
+        self._use_momentum = momentum != 0.0
+
+    def _op_and_inputs(self, p, g):
+        st = self._param_state(p, 1 if self._use_momentum else 0)
+        hyper = [self._tensors[k] for k in ("lr", "momentum", "dampening", "weight_decay")]
+        return _u.SGDUpdate(self._use_momentum, self.nesterov), st + hyper
+
+
+class Adam(Optimizer):
+    """Adam with bias correction; ``weight_decay`` adds L2 to the gradient."""
+
+    _hyper = ("beta_1", "beta_2", "epsilon", "weight_decay")
+
+    def __init__(self, lr=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-8, weight_decay=0.0):
+        super().__init__(lr, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
+                         weight_decay=weight_decay)
+
+    def _op_and_inputs(self, p, g):
+        m, v = self._param_state(p, 2)
+        if id(p) not in self._steps:
+            self._steps[id(p)] = Tensor(data=np.zeros((), np.float64), requires_grad=False,
+                                        name=f"{p.name}.step")
+        hyper = [self._tensors[k] for k in ("lr", "beta_1", "beta_2", "epsilon",
+                                            "weight_decay")]
+        return _u.AdamUpdate(), [m, v, self._steps[id(p)]] + hyper
+
+    @property
+    def _steps(self):
+        d = self.__dict__.get("_step_tensors")
+        if d is None:
+            d = self.__dict__["_step_tensors"] = {}
+        return d
+
+    def state_tensors(self):
+        out = super().state_tensors()
+        out.update({f"{self._names[k]}/step": t for k, t in self._steps.items()})
+        return out
+
+
+class RMSProp(Optimizer):
+    """RMSProp: divide by a running root mean square of the gradient."""
+
+    _hyper = ("rho", "epsilon", "weight_decay")
+
+    def __init__(self, lr=0.01, rho=0.9, epsilon=1e-8, weight_decay=0.0):
+        super().__init__(lr, rho=rho, epsilon=epsilon, weight_decay=weight_decay)
+
+    def _op_and_inputs(self, p, g):
+        st = self._param_state(p, 1)
+        return _u.RMSPropUpdate(), st + [self._tensors[k] for k in
+                                         ("lr", "rho", "epsilon", "weight_decay")]
+
+
+class AdaGrad(Optimizer):
+    """AdaGrad: divide by the root of the summed squared gradients."""
+
+    _hyper = ("epsilon", "weight_decay")
+
+    def __init__(self, lr=0.01, epsilon=1e-8, weight_decay=0.0):
+        super().__init__(lr, epsilon=epsilon, weight_decay=weight_decay)
+
+    def _op_and_inputs(self, p, g):
+        st = self._param_state(p, 1)
+        return _u.AdaGradUpdate(), st + [self._tensors[k] for k in
+                                         ("lr", "epsilon", "weight_decay")]

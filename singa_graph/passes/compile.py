@@ -1,0 +1,27 @@
+"""The pipeline: Graph + options -> ExecutionPlan."""
+from __future__ import annotations
+
+from .memory import plan_memory
+from .schedule import schedule as _schedule
+
+
+def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: bool = False,
+            inplace: bool = True, validate: bool = True):
+    """Schedule ``graph``, plan its memory and bind kernels.
+
+    Args:
+        graph: a Graph whose outputs include everything that must run (losses, update
+            tokens); autodiff and optimizer passes have already added their nodes.
+        schedule: ``'sequential'``, ``'topological'`` or ``'memory'``.
+        device: where to run; the device of the graph's inputs by default.
+        fetches: the tensors ``run`` returns (default: all graph outputs).
+        poison: fill dead arena regions with NaN after every step (debugging).
+        inplace: let elementwise ops overwrite inputs that die at them.
+    """
+    from ..runtime.plan import ExecutionPlan
+
+    if validate:
+        graph.validate()
+    order = _schedule(graph, schedule)
+    memory = plan_memory(graph, order, schedule=schedule, inplace=inplace)
+    return ExecutionPlan(graph, memory, fetches=fetches, device=device, poison=poison)

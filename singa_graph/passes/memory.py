@@ -1,0 +1,103 @@
+"""Static memory planning: one arena per device, an offset for every transient buffer.
+
+Given an order, :class:`~singa_graph.passes.liveness.StorageGroups` decides aliases and
+in-place reuse; each remaining transient group has a lifetime interval and a size. Offsets
+come from greedy placement (TVM's USMP greedy, ONNX Runtime's mem pattern planner): groups are
+taken in some priority order and each gets the lowest 64-byte-aligned offset that does not
+overlap any already placed group whose lifetime intersects its own. Two priorities are tried
+(largest first, and longest-lived-times-size first) and the smaller arena is kept.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .liveness import StorageGroups, live_profile
+
+ALIGN = 64
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _place(items, sizes, intervals) -> tuple[dict[int, int], int]:
+    """First-fit lowest offset for each group in ``items`` order."""
+    placed: list[tuple[int, int, int, int]] = []  # (start, end, offset, size)
+    offsets, top = {}, 0
+    for g in items:
+        a, b = intervals[g]
+        size = _align(max(sizes[g], 1))
+        busy = sorted((off, off + sz) for (s, e, off, sz) in placed if s <= b and a <= e)
+        off = 0
+        for lo, hi in busy:
+            if off + size <= lo:
+                break
+            off = max(off, hi)
+        offsets[g] = off
+        placed.append((a, b, off, size))
+        top = max(top, off + size)
+    return offsets, top
+
+
+@dataclass
+class MemoryPlan:
+    """Where every tensor of a compiled graph lives.
+
+    Attributes:
+        order: the execution order (nodes).
+        groups: the storage groups (aliases and in-place merges).
+        offsets: ``group -> byte offset`` in the arena, for transient groups.
+        intervals: ``group -> (first step, last step)`` for transient groups.
+        arena_bytes: the arena's size.
+        lower_bound: the live-bytes peak of this order (no placement can do better).
+        no_reuse_bytes: the sum of all transient buffers if none shared memory.
+        persistent_bytes: inputs, parameters, optimizer state, constants and outputs.
+        schedule: the policy name that produced ``order``.
+    """
+
+    order: list
+    groups: StorageGroups
+    offsets: dict
+    intervals: dict
+    arena_bytes: int
+    lower_bound: int
+    no_reuse_bytes: int
+    persistent_bytes: int
+    schedule: str = ""
+    inplace: bool = True
+    profile: list = field(default_factory=list)
+
+    def report(self) -> dict:
+        """The plan's figures as a dict (bytes)."""
+        return {
+            "schedule": self.schedule,
+            "arena_bytes": self.arena_bytes,
+            "lower_bound_bytes": self.lower_bound,
+            "no_reuse_bytes": self.no_reuse_bytes,
+            "persistent_bytes": self.persistent_bytes,
+            "arena_over_lower_bound": self.arena_bytes / max(self.lower_bound, 1),
+            "arena_over_no_reuse": self.arena_bytes / max(self.no_reuse_bytes, 1),
+            "steps": len(self.order),
+            "inplace_ops": len(self.groups.inplace_pairs),
+        }
+
+
+def plan_memory(graph, order, schedule: str = "", inplace: bool = True) -> MemoryPlan:
+    """Decide aliases, in-place reuse and arena offsets for ``graph`` run in ``order``."""
+    groups = StorageGroups(graph, order, inplace=inplace)
+    intervals = groups.intervals(order)
+    sizes = {g: groups.size(g) for g in intervals}
+    prof = live_profile(sizes, intervals, len(order))
+    by_size = sorted(intervals, key=lambda g: (-sizes[g], intervals[g][0]))
+    by_area = sorted(intervals, key=lambda g: (-(intervals[g][1] - intervals[g][0] + 1)
+                                               * sizes[g], intervals[g][0]))
+    offsets, arena = min((_place(items, sizes, intervals) for items in (by_size, by_area)),
+                         key=lambda r: r[1])
+    alias_outs = {id(n.outputs[o]) for n in graph.nodes for o in n.op.alias}
+    no_reuse = sum(t.nbytes for t in graph.tensors()
+                   if not groups.persistent(groups.root(t)) and id(t) not in alias_outs)
+    persistent = sum(groups.size(g) for g in groups.groups() if groups.persistent(g))
+    return MemoryPlan(order=list(order), groups=groups, offsets=offsets, intervals=intervals,
+                      arena_bytes=arena, lower_bound=max(prof, default=0),
+                      no_reuse_bytes=no_reuse, persistent_bytes=persistent,
+                      schedule=schedule, inplace=inplace, profile=prof)

@@ -1,0 +1,182 @@
+"""ExecutionPlan: a compiled graph bound to memory, ready to run many times.
+
+Compiling binds every node's kernel to numpy views of its buffers once (transient tensors in
+the arena, persistent ones in their own arrays: parameters and state are the Tensors' own
+``data``, so updates made by the plan are seen by the model and by eager code). Running is a
+loop over prepared zero-argument steps: no allocation, shape inference or look-up per step.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+import numpy as np
+
+from ..errors import DTypeError, GraphError, ShapeError
+from .registry import get_kernel
+
+
+class ExecutionPlan:
+    """Run a compiled graph: ``plan.run(feeds)`` returns the fetched outputs as numpy arrays.
+
+    Attributes:
+        graph: the compiled Graph.
+        memory: the :class:`~singa_graph.passes.memory.MemoryPlan`.
+        inputs: the Placeholders to feed, in order.
+        fetches: the tensors ``run`` returns.
+    """
+
+    def __init__(self, graph, memory, fetches=None, device=None, poison: bool = False):
+        self.graph = graph
+        self.memory = memory
+        self.inputs = list(graph.inputs)
+        self.fetches = list(graph.outputs if fetches is None else fetches)
+        self.device = device or (self.inputs[0].device if self.inputs else None)
+        self.poison = poison
+        kind = self.device.kind if self.device is not None else "cpu"
+        self.arena = _aligned_bytes(memory.arena_bytes)
+        self._arrays = self._bind_arrays()
+        self._feed_arrays = [self._arrays[id(t)] for t in self.inputs]
+        self._by_name = {t.name: i for i, t in enumerate(self.inputs)}
+        self._fetch_arrays = [self._arrays[id(t)] for t in self.fetches]
+        self.nodes = list(memory.order)
+        self.steps = [get_kernel(n.type, kind)(n.op, [self._arrays[id(x)] for x in n.inputs],
+                                               [self._arrays[id(o)] for o in n.outputs])
+                      for n in self.nodes]
+        if poison:
+            self._dead = self._dead_regions()
+
+    # ------------------------------------------------------------------ binding
+    def _bind_arrays(self) -> dict[int, np.ndarray]:
+        mp = self.memory
+        groups = mp.groups
+        arrays: dict[int, np.ndarray] = {}
+        for g, members in groups.groups().items():
+            root = groups.tensors[g]
+            if groups.persistent(g):
+                base = root.data if root.data is not None else np.zeros(root.shape, root.dtype)
+                if root.data is None and root.creator is None and all(
+                        root is not t for t in self.graph.inputs):
+                    raise GraphError(f"leaf {root.name} has no data and is not a graph input")
+                if not base.flags.c_contiguous:
+                    base = np.ascontiguousarray(base)
+                buf = base.reshape(-1).view(np.uint8)
+            else:
+                off = mp.offsets[g]
+                buf = self.arena[off:off + root.nbytes]
+            for t in members:
+                arrays[id(t)] = buf[:t.nbytes].view(t.dtype).reshape(t.shape)
+        return arrays
+
+    def _dead_regions(self) -> list[list[np.ndarray]]:
+        """For each step, the arena bytes of the groups whose lifetime ends there."""
+        dead: list[list[np.ndarray]] = [[] for _ in self.nodes]
+        for g, (a, b) in self.memory.intervals.items():
+            off = self.memory.offsets[g]
+            dead[b].append(self.arena[off:off + self.memory.groups.size(g)])
+        return dead
+
+    # ------------------------------------------------------------------ running
+    def _load_feeds(self, feeds) -> None:
+        if isinstance(feeds, (list, tuple)):
+            if len(feeds) != len(self.inputs):
+                raise GraphError(f"plan takes {len(self.inputs)} inputs "
+                                 f"({', '.join(t.name for t in self.inputs)}), got {len(feeds)}")
+            values = list(feeds)
+        else:
+            values = [None] * len(self.inputs)
+            for k, v in dict(feeds).items():
+                i = self._by_name.get(k if isinstance(k, str) else getattr(k, "name", None))
+                if i is None or (not isinstance(k, str) and self.inputs[i] is not k):
+                    raise GraphError(f"{getattr(k, 'name', k)!r} is not an input of this plan; "
+                                     f"inputs: {[t.name for t in self.inputs]}")
+                values[i] = v
+            missing = [t.name for t, v in zip(self.inputs, values) if v is None]
+            if missing:
+                raise GraphError(f"missing feeds for inputs {missing}")
+        arrays = []
+        for t, v in zip(self.inputs, values):
+            a = v.data if hasattr(v, "data") and not isinstance(v, np.ndarray) else v
+            a = np.asarray(a)
+            if a.shape != t.shape:
+                raise ShapeError(f"feed for {t.name} has shape {a.shape}, expected {t.shape}")
+            if a.dtype != t.dtype and not np.can_cast(a.dtype, t.dtype, "same_kind"):
+                raise DTypeError(f"feed for {t.name} has dtype {a.dtype}, expected {t.dtype}")
+            arrays.append(a)
+        for dst, a in zip(self._feed_arrays, arrays):
+            np.copyto(dst, a, casting="same_kind")
+
+    def run(self, feeds=()) -> list[np.ndarray]:
+        """Feed the inputs (a dict keyed by Placeholder or name, or a list in input order),
+        run every step, and return copies of the fetched outputs.
+
+        Wrong, missing or unknown feeds raise before any step runs, so nothing is updated.
+        """
+        self._load_feeds(feeds)
+        if self.poison:
+            self._run_poisoned()
+        else:
+            for step in self.steps:
+                step()
+        return [a.copy() for a in self._fetch_arrays]
+
+    def _run_poisoned(self) -> None:
+        self.arena.fill(0xFF)  # all-ones bytes are NaN in float32 and float64
+        for step, dead in zip(self.steps, self._dead):
+            step()
+            for region in dead:
+                region.fill(0xFF)
+
+    # ------------------------------------------------------------------ reports
+    def memory_report(self) -> dict:
+        """Arena bytes, live-bytes lower bound, no-reuse total, persistent bytes, schedule."""
+        return self.memory.report()
+
+    def profile(self, feeds=(), repeat: int = 10) -> "Profile":
+        """Run ``repeat`` times, timing every step; returns a :class:`Profile`."""
+        self._load_feeds(feeds)
+        times = np.zeros((repeat, len(self.steps)))
+        clock = time.perf_counter
+        for r in range(repeat):
+            for i, step in enumerate(self.steps):
+                t0 = clock()
+                step()
+                times[r, i] = clock() - t0
+        return Profile(self.nodes, np.median(times, axis=0))
+
+    def __repr__(self):
+        return (f"ExecutionPlan({len(self.steps)} steps, arena {self.memory.arena_bytes} B, "
+                f"schedule {self.memory.schedule!r})")
+
+
+class Profile:
+    """Median time per node of a plan, with tables like SINGA's PrintTimeProfiling."""
+
+    def __init__(self, nodes, seconds):
+        self.rows = sorted(zip((n.name for n in nodes), (n.type for n in nodes), seconds),
+                           key=lambda r: -r[2])
+        by_type: dict[str, list] = defaultdict(lambda: [0, 0.0])
+        for _, t, s in self.rows:
+            by_type[t][0] += 1
+            by_type[t][1] += s
+        self.by_type = sorted(((t, c, s) for t, (c, s) in by_type.items()), key=lambda r: -r[2])
+        self.total = float(np.sum(seconds))
+
+    def table(self, top: int = 20) -> str:
+        lines = [f"total {self.total * 1e3:.3f} ms per run",
+                 f"{'op type':<24}{'count':>7}{'ms':>10}{'%':>7}"]
+        for t, c, s in self.by_type:
+            lines.append(f"{t:<24}{c:>7}{s * 1e3:>10.3f}{100 * s / max(self.total, 1e-12):>7.1f}")
+        lines.append(f"\n{'node':<32}{'op type':<24}{'ms':>10}")
+        for name, t, s in self.rows[:top]:
+            lines.append(f"{name:<32}{t:<24}{s * 1e3:>10.3f}")
+        return "\n".join(lines)
+
+    def __str__(self):
+        return self.table()
+
+
+def _aligned_bytes(n: int, align: int = 64) -> np.ndarray:
+    raw = np.empty(n + align, np.uint8)
+    start = (-raw.ctypes.data) % align
+    return raw[start:start + n]
