@@ -1,2 +1,164 @@
-"""(ops of this family are defined here)"""
-__all__ = []
+"""2-d convolution (NCHW) and the two ops its backward is made of.
+
+Attributes are stored normalised: ``stride`` and ``dilation`` as ``(h, w)`` pairs, ``padding``
+as ONNX ``pads`` ``(top, left, bottom, right)``; an int or a symmetric ``(ph, pw)`` pair is
+accepted as well. The weight has shape ``(O, C // groups, kh, kw)``; ``groups == C`` is a
+depthwise convolution.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..ir.op import Operation
+from ..ir.tensor import TensorSpec
+from ._util import need_float, same_dtype
+
+__all__ = ["Conv2d", "Conv2dGradInput", "Conv2dGradWeight", "conv2d"]
+
+
+def pair(v, what: str, minimum: int = 1) -> tuple:
+    """``v`` (an int or a pair of ints) as an ``(h, w)`` pair, each at least ``minimum``."""
+    p = (int(v),) * 2 if np.ndim(v) == 0 else tuple(int(a) for a in v)
+    if len(p) != 2 or min(p) < minimum:
+        raise ShapeError(f"{what} must be an int or a pair of ints >= {minimum}, got {v!r}")
+    return p
+
+
+def pads(v) -> tuple:
+    """Padding as ONNX pads ``(top, left, bottom, right)`` from an int, ``(ph, pw)`` or a
+    4-tuple already in that order."""
+    if np.ndim(v) == 1 and len(v) == 4:
+        p = tuple(int(a) for a in v)
+        if min(p) < 0:
+            raise ShapeError(f"padding must be non-negative, got {v!r}")
+        return p
+    ph, pw = pair(v, "padding", 0)
+    return (ph, pw, ph, pw)
+
+
+def out_size(n, k, s, d, p0, p1) -> int:
+    """Output length of a window of ``k`` taps, dilation ``d``, stride ``s`` (floor mode)."""
+    return (n + p0 + p1 - d * (k - 1) - 1) // s + 1
+
+
+class _ConvBase(Operation):
+    def __init__(self, stride=1, padding=0, dilation=1, groups=1):
+        self.stride = pair(stride, "stride")
+        self.padding = pads(padding)
+        self.dilation = pair(dilation, "dilation")
+        self.groups = int(groups)
+        if self.groups < 1:
+            raise ShapeError(f"groups must be >= 1, got {groups!r}")
+
+    def _conv_attrs(self):
+        return (self.stride, self.padding, self.dilation, self.groups)
+
+    def output_shape(self, x_shape, w_shape) -> tuple:
+        """Shape of ``conv2d(x, W)``; raises ShapeError naming both shapes."""
+        if len(x_shape) != 4 or len(w_shape) != 4:
+            raise ShapeError(f"conv2d needs a 4-d NCHW input and a 4-d weight, got {x_shape} "
+                             f"and {w_shape}")
+        n, c, h, w = x_shape
+        o, cg, kh, kw = w_shape
+        g = self.groups
+        if c != cg * g:
+            raise ShapeError(f"input {x_shape} has {c} channels but weight {w_shape} with "
+                             f"groups={g} expects {cg * g}")
+        if o % g:
+            raise ShapeError(f"weight {w_shape}: {o} output channels do not split into "
+                             f"groups={g}")
+        (sh, sw), (dh, dw), (pt, pl, pb, pr) = self.stride, self.dilation, self.padding
+        ho, wo = out_size(h, kh, sh, dh, pt, pb), out_size(w, kw, sw, dw, pl, pr)
+        if ho < 1 or wo < 1 or kh < 1 or kw < 1:
+            raise ShapeError(f"kernel of weight {w_shape} (dilation {self.dilation}) is larger "
+                             f"than input {x_shape} padded by {self.padding}")
+        return (n, o, ho, wo)
+
+
+class Conv2d(_ConvBase):
+    """``y = conv2d(x, W) + b`` (cross-correlation, as in every DL framework and ONNX Conv).
+
+    Inputs: x ``(N, C, H, W)``, W ``(O, C/groups, kh, kw)``, optional b ``(O,)``.
+    """
+
+    def infer(self, x, w, b=None):
+        need_float(x, w)
+        dt = same_dtype(x, w) if b is None else same_dtype(x, w, b)
+        y = self.output_shape(x.shape, w.shape)
+        if b is not None and b.shape != (w.shape[0],):
+            raise ShapeError(f"bias {b.shape} does not match weight {w.shape}")
+        return [TensorSpec(y, dt)]
+
+    def gradient(self, inputs, outputs, dys, needs):
+        from .reduce import sum as _sum
+
+        x, w = inputs[:2]
+        dy = dys[0]
+        a = self._conv_attrs()
+        grads = [Conv2dGradInput(*a, x_shape=x.shape)(dy, w) if needs[0] else None,
+                 Conv2dGradWeight(*a, w_shape=w.shape)(dy, x) if needs[1] else None]
+        if len(inputs) == 3:
+            grads.append(_sum(dy, (0, 2, 3)) if needs[2] else None)
+        return grads
+
+
+class Conv2dGradInput(_ConvBase):
+    """``dx`` of a Conv2d from ``(dy, W)``: the transposed convolution (GEMM + col2im).
+
+    ``x_shape`` is the forward input's shape (strided convs lose it: several x heights map to
+    the same output height).
+    """
+
+    def __init__(self, stride=1, padding=0, dilation=1, groups=1, x_shape=()):
+        super().__init__(stride, padding, dilation, groups)
+        self.x_shape = tuple(int(s) for s in x_shape)
+
+    def infer(self, dy, w):
+        need_float(dy, w)
+        y = self.output_shape(self.x_shape, w.shape)
+        if dy.shape != y:
+            raise ShapeError(f"dy {dy.shape} does not match conv output {y} of input "
+                             f"{self.x_shape} and weight {w.shape}")
+        return [TensorSpec(self.x_shape, same_dtype(dy, w))]
+
+    def gradient(self, inputs, outputs, dys, needs):
+        # dx = J(W)^T dy is bilinear in (dy, W): <g, dx> = <conv(g, W), dy>
+        dy, w = inputs
+        g = dys[0]
+        a = self._conv_attrs()
+        return [Conv2d(*a)(g, w) if needs[0] else None,
+                Conv2dGradWeight(*a, w_shape=w.shape)(dy, g) if needs[1] else None]
+
+
+class Conv2dGradWeight(_ConvBase):
+    """``dW`` of a Conv2d from ``(dy, x)`` (im2col + GEMM, summed over the batch)."""
+
+    def __init__(self, stride=1, padding=0, dilation=1, groups=1, w_shape=()):
+        super().__init__(stride, padding, dilation, groups)
+        self.w_shape = tuple(int(s) for s in w_shape)
+
+    def infer(self, dy, x):
+        need_float(dy, x)
+        y = self.output_shape(x.shape, self.w_shape)
+        if dy.shape != y:
+            raise ShapeError(f"dy {dy.shape} does not match conv output {y} of input "
+                             f"{x.shape} and weight {self.w_shape}")
+        return [TensorSpec(self.w_shape, same_dtype(dy, x))]
+
+    def gradient(self, inputs, outputs, dys, needs):
+        # <g, dW(dy, x)> = <conv(x, g), dy>
+        dy, x = inputs
+        g = dys[0]
+        a = self._conv_attrs()
+        return [Conv2d(*a)(x, g) if needs[0] else None,
+                Conv2dGradInput(*a, x_shape=x.shape)(dy, g) if needs[1] else None]
+
+
+def conv2d(x, W, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-d convolution of NCHW ``x`` with ``W`` ``(O, C/groups, kh, kw)`` plus optional bias.
+
+    ``padding`` is an int, ``(ph, pw)`` or ONNX ``(top, left, bottom, right)``.
+    """
+    op = Conv2d(stride, padding, dilation, groups)
+    return op(x, W) if b is None else op(x, W, b)

@@ -1,2 +1,138 @@
-"""(ops of this family are defined here)"""
-__all__ = []
+"""2-d pooling (NCHW): MaxPool2d, AvgPool2d, GlobalAveragePool and their gradient ops.
+
+Output sizes use floor mode (ONNX ``ceil_mode=0``, SINGA). Every padding must be smaller than
+the kernel along its axis, so each window holds at least one real cell: max pooling pads with
+-inf (a padded cell never wins) and the exclude-padding average never divides by zero.
+
+``count_include_pad`` defaults to False: ONNX AveragePool's default (``count_include_pad=0``)
+and what SINGA's DNNL/cuDNN pooling does (``*_EXCLUDE_PADDING``); PyTorch's default is True.
+"""
+from __future__ import annotations
+
+from ..errors import ShapeError
+from ..ir.op import Operation
+from ..ir.tensor import TensorSpec
+from ._util import need_float
+from .conv import out_size, pads, pair
+
+__all__ = ["MaxPool2d", "AvgPool2d", "GlobalAveragePool", "MaxPool2dGrad", "AvgPool2dGrad",
+           "max_pool2d", "avg_pool2d", "global_average_pool"]
+
+
+class _Pool(Operation):
+    def __init__(self, kernel, stride=None, padding=0):
+        self.kernel = pair(kernel, "kernel")
+        self.stride = self.kernel if stride is None else pair(stride, "stride")
+        self.padding = pads(padding)  # ONNX order (top, left, bottom, right)
+
+    def output_shape(self, shape) -> tuple:
+        if len(shape) != 4:
+            raise ShapeError(f"pooling needs a 4-d NCHW input, got {shape}")
+        (kh, kw), (sh, sw), (pt, pl, pb, pr) = self.kernel, self.stride, self.padding
+        if max(pt, pb) >= kh or max(pl, pr) >= kw:
+            raise ShapeError(f"padding {self.padding} must be smaller than kernel {self.kernel}")
+        n, c, h, w = shape
+        ho, wo = out_size(h, kh, sh, 1, pt, pb), out_size(w, kw, sw, 1, pl, pr)
+        if ho < 1 or wo < 1:
+            raise ShapeError(f"kernel {self.kernel} is larger than input {shape} padded by "
+                             f"{self.padding}")
+        return (n, c, ho, wo)
+
+    def _pool_attrs(self):
+        return (self.kernel, self.stride, self.padding)
+
+
+class MaxPool2d(_Pool):
+    """Max over ``kernel`` windows; padded cells count as -inf. ``stride`` defaults to
+    ``kernel`` (SINGA, PyTorch)."""
+
+    def infer(self, x):
+        need_float(x)
+        return [TensorSpec(self.output_shape(x.shape), x.dtype)]
+
+    def gradient(self, inputs, outputs, dys, needs):
+        return [MaxPool2dGrad(*self._pool_attrs())(dys[0], inputs[0])]
+
+
+class MaxPool2dGrad(_Pool):
+    """``dx`` of MaxPool2d from ``(dy, x)``: each dy goes to its window's first maximum.
+
+    The argmax is recomputed from x rather than kept as an index output, so the forward's
+    output can die early and no integer buffer lives until the backward.
+    """
+
+    def infer(self, dy, x):
+        need_float(dy, x)
+        y = self.output_shape(x.shape)
+        if dy.shape != y:
+            raise ShapeError(f"dy {dy.shape} does not match pooled shape {y} of {x.shape}")
+        return [TensorSpec(x.shape, x.dtype)]
+
+
+class AvgPool2d(_Pool):
+    """Mean over ``kernel`` windows. With ``count_include_pad`` padded cells count as zeros
+    in a divisor of kh*kw; without (the default), the divisor is the number of real cells."""
+
+    def __init__(self, kernel, stride=None, padding=0, count_include_pad=False):
+        super().__init__(kernel, stride, padding)
+        self.count_include_pad = bool(count_include_pad)
+
+    def infer(self, x):
+        need_float(x)
+        return [TensorSpec(self.output_shape(x.shape), x.dtype)]
+
+    def gradient(self, inputs, outputs, dys, needs):
+        return [AvgPool2dGrad(*self._pool_attrs(), self.count_include_pad,
+                              x_shape=inputs[0].shape)(dys[0])]
+
+
+class AvgPool2dGrad(_Pool):
+    """``dx`` of AvgPool2d from ``dy`` alone; ``x_shape`` is the forward input's shape."""
+
+    def __init__(self, kernel, stride=None, padding=0, count_include_pad=False, x_shape=()):
+        super().__init__(kernel, stride, padding)
+        self.count_include_pad = bool(count_include_pad)
+        self.x_shape = tuple(int(s) for s in x_shape)
+
+    def infer(self, dy):
+        need_float(dy)
+        y = self.output_shape(self.x_shape)
+        if dy.shape != y:
+            raise ShapeError(f"dy {dy.shape} does not match pooled shape {y} of {self.x_shape}")
+        return [TensorSpec(self.x_shape, dy.dtype)]
+
+    def gradient(self, inputs, outputs, dys, needs):
+        # linear in dy, and its adjoint is the forward average pooling
+        return [AvgPool2d(*self._pool_attrs(), self.count_include_pad)(dys[0])]
+
+
+class GlobalAveragePool(Operation):
+    """Mean over H and W: ``(N, C, H, W) -> (N, C, 1, 1)`` (ONNX GlobalAveragePool)."""
+
+    def infer(self, x):
+        need_float(x)
+        if x.ndim != 4:
+            raise ShapeError(f"global average pooling needs a 4-d NCHW input, got {x.shape}")
+        return [TensorSpec(x.shape[:2] + (1, 1), x.dtype)]
+
+    def gradient(self, inputs, outputs, dys, needs):
+        from .elementwise import broadcast_to, mul
+
+        x = inputs[0]
+        return [mul(broadcast_to(dys[0], x.shape), 1.0 / max(x.shape[2] * x.shape[3], 1))]
+
+
+def max_pool2d(x, kernel, stride=None, padding=0):
+    """Max pooling; ``stride`` defaults to ``kernel``; ``padding`` as in :func:`conv2d`."""
+    return MaxPool2d(kernel, stride, padding)(x)
+
+
+def avg_pool2d(x, kernel, stride=None, padding=0, count_include_pad=False):
+    """Average pooling; ``stride`` defaults to ``kernel``; padding excluded from the divisor
+    unless ``count_include_pad``."""
+    return AvgPool2d(kernel, stride, padding, count_include_pad)(x)
+
+
+def global_average_pool(x):
+    """Mean over the spatial axes, keeping them as size 1."""
+    return GlobalAveragePool()(x)

@@ -1,0 +1,139 @@
+import numpy as np
+import pytest
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+import singa_graph as sg
+from singa_graph import ops
+from singa_graph.runtime.kernels.cpu import conv as conv_kernels
+from singa_graph.runtime.registry import get_kernel
+from helpers import check_grad, eager
+
+rng = np.random.default_rng(2)
+
+
+def onnx_conv(x, w, b, stride, pads, dilation, groups):
+    """One-node ONNX Conv model run by onnx's reference evaluator (the independent oracle)."""
+    names = ["x", "w"] + ([] if b is None else ["b"])
+    node = helper.make_node("Conv", names, ["y"], strides=list(stride), pads=list(pads),
+                            dilations=list(dilation), group=groups)
+    feeds = dict(zip(names, [x, w] + ([] if b is None else [b])))
+    return ReferenceEvaluator(node).run(None, feeds)[0]
+
+
+# (C, O, groups, kernel, stride, padding, dilation, H, W)
+CASES = [
+    (3, 4, 1, (3, 3), 1, 0, 1, 6, 5),
+    (4, 6, 1, (3, 3), 1, 1, 1, 5, 5),
+    (4, 6, 2, (3, 2), (2, 1), (1, 0), (2, 1), 7, 6),  # strided, padded, dilated, grouped
+    (4, 4, 4, (3, 3), 2, 1, 1, 7, 7),                  # depthwise
+    (4, 8, 4, (3, 3), 1, 2, 2, 5, 6),                  # depthwise x2 multiplier, dilated
+    (4, 6, 1, (1, 1), 1, 0, 1, 5, 4),                  # pointwise fast path
+    (4, 6, 2, (1, 1), 1, 0, 1, 3, 3),                  # grouped pointwise
+    (3, 2, 1, (1, 1), 2, 0, 1, 5, 5),                  # 1x1 strided: im2col path
+    (2, 3, 1, (2, 3), 1, (0, 1, 1, 2), 1, 4, 5),       # ONNX 4-tuple (asymmetric) pads
+]
+
+
+def _pads(p):
+    if isinstance(p, int):
+        return (p, p, p, p)
+    return tuple(p) if len(p) == 4 else (p[0], p[1], p[0], p[1])
+
+
+def _pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", CASES)
+def test_conv_forward_matches_onnx(case, dtype):
+    c, o, g, k, s, p, d, h, w = case
+    x = rng.standard_normal((2, c, h, w)).astype(dtype)
+    W = rng.standard_normal((o, c // g) + k).astype(dtype)
+    b = rng.standard_normal(o).astype(dtype)
+    ref = onnx_conv(x, W, b, _pair(s), _pads(p), _pair(d), g)
+    got = eager(lambda *t: ops.conv2d(*t, stride=s, padding=p, dilation=d, groups=g), x, W, b)
+    assert got.dtype == dtype and got.shape == ref.shape
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+    nobias = eager(lambda *t: ops.conv2d(*t, stride=s, padding=p, dilation=d, groups=g), x, W)
+    np.testing.assert_allclose(nobias, ref - b[:, None, None], rtol=tol, atol=10 * tol)
+
+
+@pytest.mark.parametrize("case", [CASES[1], CASES[2], CASES[3], CASES[6], CASES[8]])
+def test_conv_gradients(case):
+    c, o, g, k, s, p, d, h, w = case
+    h, w = min(h, 5), min(w, 5)
+    x = rng.standard_normal((2, c, h, w))
+    W = rng.standard_normal((o, c // g) + k)
+    b = rng.standard_normal(o)
+    check_grad(lambda *t: ops.conv2d(*t, stride=s, padding=p, dilation=d, groups=g), x, W, b)
+
+
+def test_conv_grad_ops_are_differentiable():
+    # second order: the grad ops' own gradients (bilinear adjoints)
+    x, W = rng.standard_normal((2, 2, 5, 5)), rng.standard_normal((4, 1, 3, 3))
+    attrs = dict(stride=2, padding=1, dilation=1, groups=2)
+    dy = rng.standard_normal(ops.Conv2d(**attrs).output_shape(x.shape, W.shape))
+    check_grad(lambda a, b: ops.Conv2dGradInput(**attrs, x_shape=x.shape)(a, b), dy, W)
+    check_grad(lambda a, b: ops.Conv2dGradWeight(**attrs, w_shape=W.shape)(a, b), dy, x)
+
+
+def test_conv_chunked_batches(monkeypatch):
+    # a tiny scratch budget forces the im2col loop over sample chunks (and a ragged tail)
+    monkeypatch.setattr(conv_kernels, "BUDGET", 1)
+    x, W, b = rng.standard_normal((3, 4, 5, 5)), rng.standard_normal((6, 2, 3, 3)), \
+        rng.standard_normal(6)
+    f = lambda *t: ops.conv2d(*t, stride=1, padding=1, groups=2)  # noqa: E731
+    np.testing.assert_allclose(eager(f, x, W, b), onnx_conv(x, W, b, (1, 1), (1,) * 4, (1, 1), 2),
+                               rtol=1e-12, atol=1e-12)
+    check_grad(f, x[:2, :, :4, :4], W, b)
+
+
+@pytest.mark.parametrize("k,p", [(3, 1), (1, 0)])
+def test_conv_step_reads_live_buffers(k, p):
+    # compiled plans build the step once and refill the arrays: the step must not hold copies
+    op = ops.Conv2d(1, p)
+    x, W = rng.standard_normal((2, 3, 4, 4)), rng.standard_normal((5, 3, k, k))
+    y = np.empty(op.output_shape(x.shape, W.shape))
+    step = get_kernel("Conv2d")(op, [x, W], [y])
+    x[...] = rng.standard_normal(x.shape)
+    W[...] = rng.standard_normal(W.shape)
+    step()
+    np.testing.assert_allclose(y, onnx_conv(x, W, None, (1, 1), (p,) * 4, (1, 1), 1), atol=1e-12)
+
+
+def test_conv_shape_errors():
+    x = sg.Placeholder((2, 4, 5, 5))
+    with pytest.raises(sg.ShapeError, match=r"Conv2d .*\(2, 4, 5, 5\).*\(6, 3, 3, 3\)"):
+        ops.conv2d(x, sg.Placeholder((6, 3, 3, 3)))
+    with pytest.raises(sg.ShapeError, match=r"Conv2d .*groups=2"):
+        ops.conv2d(x, sg.Placeholder((5, 2, 3, 3)), groups=2)
+    with pytest.raises(sg.ShapeError, match=r"Conv2d .*larger than input \(2, 4, 5, 5\)"):
+        ops.conv2d(x, sg.Placeholder((6, 4, 7, 7)), padding=0)
+    with pytest.raises(sg.ShapeError, match=r"Conv2d .*bias \(5,\)"):
+        ops.conv2d(x, sg.Placeholder((6, 4, 3, 3)), sg.Placeholder((5,)))
+    with pytest.raises(sg.ShapeError, match="stride"):
+        ops.Conv2d(stride=0)
+
+
+def test_conv_graph_mode_shapes():
+    y = ops.conv2d(sg.Placeholder((8, 3, 32, 32)), sg.Placeholder((16, 3, 3, 3)), stride=2,
+                   padding=1)
+    assert y.shape == (8, 16, 16, 16) and not y.is_concrete
+
+
+def test_conv_parallel_loops_match_serial(monkeypatch):
+    # tests run small shapes, which take the serial loops; force the parallel ones once
+    x, W = rng.standard_normal((3, 4, 6, 5)), rng.standard_normal((6, 2, 3, 3))
+    attrs = dict(stride=(2, 1), padding=1, dilation=(1, 2), groups=2)
+    dy = rng.standard_normal(ops.Conv2d(**attrs).output_shape(x.shape, W.shape))
+    fns = [lambda a, b: ops.conv2d(a, b, **attrs),
+           lambda a, b: ops.Conv2dGradInput(**attrs, x_shape=x.shape)(a, b),
+           lambda a, b: ops.Conv2dGradWeight(**attrs, w_shape=W.shape)(a, b)]
+    args = [(x, W), (dy, W), (dy, x)]
+    want = [eager(f, *a) for f, a in zip(fns, args)]
+    monkeypatch.setattr(conv_kernels, "PARALLEL_WORK", 0)
+    for f, a, r in zip(fns, args, want):
+        np.testing.assert_allclose(eager(f, *a), r, rtol=1e-13, atol=1e-13)

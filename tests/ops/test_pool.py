@@ -1,0 +1,120 @@
+import numpy as np
+import pytest
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+import singa_graph as sg
+from singa_graph import ops
+from helpers import check_grad, eager
+
+rng = np.random.default_rng(3)
+
+
+def onnx_pool(kind, x, kernel, stride, pads, count_include_pad=0):
+    attrs = dict(kernel_shape=list(kernel), strides=list(stride), pads=list(pads))
+    if kind == "AveragePool":
+        attrs["count_include_pad"] = int(count_include_pad)
+    node = helper.make_node(kind, ["x"], ["y"], **attrs)
+    return ReferenceEvaluator(node).run(None, {"x": x})[0]
+
+
+def distinct(shape):
+    """Random values without ties, so max pooling is differentiable everywhere."""
+    return rng.permutation(np.prod(shape)).reshape(shape) / 7.0 - 3.0
+
+
+# (kernel, stride, padding)  padding: int, (ph, pw) or ONNX (top, left, bottom, right)
+CASES = [((2, 2), None, 0), ((3, 3), 1, 1), ((3, 2), (2, 1), (1, 0)), ((3, 3), 2, 1),
+         ((2, 3), 2, (1, 0, 0, 2))]
+
+
+def _args(k, s, p):
+    s = k if s is None else ((s, s) if isinstance(s, int) else s)
+    p = (p,) * 4 if isinstance(p, int) else (tuple(p) if len(p) == 4 else (*p, *p))
+    return k, s, p
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", CASES)
+def test_max_pool_matches_onnx(case, dtype):
+    x = rng.standard_normal((2, 3, 7, 6)).astype(dtype)
+    got = eager(lambda t: ops.max_pool2d(t, *case), x)
+    np.testing.assert_array_equal(got, onnx_pool("MaxPool", x, *_args(*case)))
+    assert got.dtype == dtype
+
+
+@pytest.mark.parametrize("include", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", CASES)
+def test_avg_pool_matches_onnx(case, dtype, include):
+    x = rng.standard_normal((2, 3, 7, 6)).astype(dtype)
+    got = eager(lambda t: ops.avg_pool2d(t, *case, count_include_pad=include), x)
+    ref = onnx_pool("AveragePool", x, *_args(*case), include)
+    tol = 1e-6 if dtype == np.float32 else 1e-14
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+
+
+def test_avg_pool_default_excludes_padding():
+    x = np.ones((1, 1, 3, 3))
+    y = eager(lambda t: ops.avg_pool2d(t, 3, 1, 1), x)
+    np.testing.assert_allclose(y, np.ones((1, 1, 3, 3)))  # corners average 4 real ones
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_global_average_pool(dtype):
+    x = rng.standard_normal((2, 3, 4, 5)).astype(dtype)
+    node = helper.make_node("GlobalAveragePool", ["x"], ["y"])
+    ref = ReferenceEvaluator(node).run(None, {"x": x})[0]
+    np.testing.assert_allclose(eager(ops.global_average_pool, x), ref, rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_pool_gradients(case):
+    x = distinct((2, 2, 5, 5))
+    check_grad(lambda t: ops.max_pool2d(t, *case), x)
+    check_grad(lambda t: ops.avg_pool2d(t, *case), x)
+    check_grad(lambda t: ops.avg_pool2d(t, *case, count_include_pad=True), x)
+
+
+def test_max_pool_overlapping_windows_route_to_argmax():
+    x = np.array([[[[1., 5., 2.], [0., 3., 4.], [6., 1., 0.]]]])
+    dx = ops.MaxPool2dGrad((2, 2), 1)(sg.Tensor(data=np.ones((1, 1, 2, 2))), sg.Tensor(data=x))
+    # windows' maxima: 5, 5, 6, 4 -> the 5 gets two contributions
+    np.testing.assert_array_equal(dx.data[0, 0], [[0, 2, 0], [0, 0, 1], [1, 0, 0]])
+
+
+def test_avg_pool_grad_is_differentiable():
+    dy = rng.standard_normal((2, 2, 3, 3))
+    check_grad(lambda t: ops.AvgPool2dGrad(3, 2, 1, x_shape=(2, 2, 5, 5))(t), dy)
+
+
+def test_global_average_pool_gradient():
+    check_grad(ops.global_average_pool, rng.standard_normal((2, 3, 3, 4)))
+
+
+def test_pool_shape_errors():
+    x = sg.Placeholder((2, 3, 4, 4))
+    with pytest.raises(sg.ShapeError, match=r"MaxPool2d .*\(5, 5\) is larger than input "
+                                            r"\(2, 3, 4, 4\)"):
+        ops.max_pool2d(x, 5)
+    with pytest.raises(sg.ShapeError, match=r"AvgPool2d .*padding .* smaller than kernel"):
+        ops.avg_pool2d(x, 2, 1, 2)
+    with pytest.raises(sg.ShapeError, match=r"GlobalAveragePool .*\(2, 3\)"):
+        ops.global_average_pool(sg.Placeholder((2, 3)))
+    assert ops.max_pool2d(x, 2).shape == (2, 3, 2, 2)
+    assert ops.max_pool2d(x, 5, 1, 1).shape == (2, 3, 2, 2)
+
+
+def test_pool_parallel_loops_match_serial(monkeypatch):
+    from singa_graph.runtime.kernels.cpu import conv as conv_kernels
+
+    x = distinct((2, 3, 6, 5))
+    fns = [lambda t: ops.max_pool2d(t, 3, 2, 1), lambda t: ops.avg_pool2d(t, 3, 2, 1),
+           lambda t, d: ops.MaxPool2dGrad(3, 2, 1)(d, t),
+           lambda t, d: ops.AvgPool2dGrad(3, 2, 1, x_shape=x.shape)(d)]
+    dy = rng.standard_normal((2, 3, 3, 3))
+    args = [(x,), (x,), (x, dy), (x, dy)]
+    want = [eager(f, *a) for f, a in zip(fns, args)]
+    monkeypatch.setattr(conv_kernels, "PARALLEL_WORK", 0)
+    for f, a, r in zip(fns, args, want):
+        np.testing.assert_allclose(eager(f, *a), r, rtol=1e-13, atol=1e-13)
