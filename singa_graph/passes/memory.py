@@ -50,7 +50,7 @@ class MemoryPlan:
         intervals: ``group -> (first step, last step)`` for transient groups.
         arena_bytes: the arena's size.
         lower_bound: the live-bytes peak of this order (no placement can do better).
-        no_reuse_bytes: the sum of all transient buffers if none shared memory.
+        no_reuse_bytes: the sum of all transient buffers (64-byte aligned) if none shared memory.
         persistent_bytes: inputs, parameters, optimizer state, constants and outputs.
         schedule: the policy name that produced ``order``.
     """
@@ -94,7 +94,7 @@ def plan_memory(graph, order, schedule: str = "", inplace: bool = True) -> Memor
     offsets, arena = min((_place(items, sizes, intervals) for items in (by_size, by_area)),
                          key=lambda r: r[1])
     alias_outs = {id(n.outputs[o]) for n in graph.nodes for o in n.op.alias}
-    no_reuse = sum(t.nbytes for t in graph.tensors()
+    no_reuse = sum(_align(max(t.nbytes, 1)) for t in graph.tensors()
                    if not groups.persistent(groups.root(t)) and id(t) not in alias_outs)
     persistent = sum(groups.size(g) for g in groups.groups() if groups.persistent(g))
     return MemoryPlan(order=list(order), groups=groups, offsets=offsets, intervals=intervals,

@@ -21,21 +21,28 @@ def dependencies(graph) -> dict[int, set[int]]:
     """``node index -> indices of nodes that must run before it``.
 
     Data edges, plus mutation hazards: a node that writes input T in place runs after every
-    earlier-created reader of T, and before every later-created reader of T.
+    earlier-created reader of T, and before every later-created reader of T. Readers of an
+    alias of T (a reshape view, an update's output) read T's bytes and count as readers of T.
     """
     nodes = graph.nodes
     index = {n.id: i for i, n in enumerate(nodes)}
     prod = {id(o): index[n.id] for n in nodes for o in n.outputs}
     deps: dict[int, set[int]] = {i: set() for i in range(len(nodes))}
+    base: dict[int, int] = {}  # id(alias output) -> id of the tensor owning its bytes
+    for n in nodes:
+        for o, i in n.op.alias.items():
+            x = id(n.inputs[i])
+            base[id(n.outputs[o])] = base.get(x, x)
     readers: dict[int, list[int]] = {}
     for i, n in enumerate(nodes):
         for x in n.inputs:
             if id(x) in prod:
                 deps[i].add(prod[id(x)])
-            readers.setdefault(id(x), []).append(i)
+            readers.setdefault(base.get(id(x), id(x)), []).append(i)
     for i, n in enumerate(nodes):
         for k in n.op.mutates:
-            for r in readers.get(id(n.inputs[k]), ()):
+            t = id(n.inputs[k])
+            for r in readers.get(base.get(t, t), ()):
                 if r < i:
                     deps[i].add(r)
                 elif r > i:

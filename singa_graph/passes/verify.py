@@ -10,6 +10,7 @@ def verify(plan) -> None:
 
     - the order holds every node once and respects data and in-place-hazard dependencies;
     - every tensor is read after it is written (or is persistent);
+    - every transient buffer's recorded lifetime covers its first write and last read;
     - no two transient buffers whose lifetimes overlap share a byte, and all fit the arena;
     - every in-place write overwrites an input that nothing reads afterwards, and every
       alias is declared by its op and has the input's size.
@@ -31,6 +32,11 @@ def verify(plan) -> None:
             if id(x) not in written:
                 raise PlanError(f"{n.name} reads {x.name} before it is written")
         written.update(id(o) for o in n.outputs)
+    for g, (a, b) in groups.intervals(order).items():  # recorded lifetimes cover real uses
+        rec = mp.intervals.get(g)
+        if rec is None or rec[0] > a or rec[1] < b:
+            raise PlanError(f"buffer {groups.tensors[g].name} is used in steps [{a}, {b}] "
+                            f"but the plan keeps it alive only for {rec}")
     _check_overlaps(mp)
     _check_inplace(groups, order, step)
     for n in graph.nodes:

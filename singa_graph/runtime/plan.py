@@ -66,6 +66,9 @@ class ExecutionPlan:
                 buf = self.arena[off:off + root.nbytes]
             for t in members:
                 arrays[id(t)] = buf[:t.nbytes].view(t.dtype).reshape(t.shape)
+        for t in self.graph.inputs:  # an input no node reads still takes (and ignores) a feed
+            if id(t) not in arrays:
+                arrays[id(t)] = np.zeros(t.shape, t.dtype)
         return arrays
 
     def _dead_regions(self) -> list[list[np.ndarray]]:
