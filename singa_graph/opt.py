@@ -19,6 +19,18 @@ from .passes.autodiff import backward as _eager_backward
 from .passes.autodiff import iter_gradients
 
 
+# Graph-mode updates recorded while a model traces its training step: (token, optimizer).
+_graph_updates: list = []
+
+
+def take_graph_updates() -> tuple[list[Tensor], list["Optimizer"]]:
+    """Drain the update outputs recorded in graph mode, and the optimizers that made them."""
+    toks = [t for t, _ in _graph_updates]
+    opts = list({id(o): o for _, o in _graph_updates}.values())
+    _graph_updates.clear()
+    return toks, opts
+
+
 # ---------------------------------------------------------------------------- schedules
 class DecayScheduler:
     """A learning-rate schedule: ``sched(step) -> value``."""
@@ -72,13 +84,16 @@ class Optimizer:
         self._tensors: dict[str, Tensor] = {}
         self._state: dict[int, list[Tensor]] = {}
         self._names: dict[int, str] = {}
-        self._tokens: list[Tensor] = []
+        self._pending: dict[str, np.ndarray] = {}
         self.lr = lr
         for k, v in hyper.items():
             setattr(self, k, v)
 
     # hyperparameters are 0-d float64 tensors read by the kernels at run time
     def __setattr__(self, k, v):
+        if k == "momentum" and v and self.__dict__.get("_use_momentum") is False:
+            raise ValueError("this SGD was built without momentum buffers (momentum=0); "
+                             "create it with a non-zero momentum to change momentum later")
         if k in ("lr",) + self._hyper:
             if k == "lr":
                 object.__setattr__(self, "_lr_sched",
@@ -115,8 +130,8 @@ class Optimizer:
     def _param_state(self, p: Tensor, n: int) -> list[Tensor]:
         st = self._state.get(id(p))
         if st is None:
-            st = [Tensor(data=np.zeros(p.shape, p.dtype), requires_grad=False,
-                         name=f"{p.name}.opt{i}") for i in range(n)]
+            st = [Tensor(data=self._pending.pop(f"{p.name}/{i}", np.zeros(p.shape, p.dtype)),
+                         requires_grad=False, name=f"{p.name}.opt{i}") for i in range(n)]
             self._state[id(p)] = st
             self._names[id(p)] = p.name
         return st
@@ -132,7 +147,7 @@ class Optimizer:
         op, ins = self._op_and_inputs(param, grad)
         tok = op(param, grad, *ins)
         if tok.data is None:
-            self._tokens.append(tok)
+            _graph_updates.append((tok, self))
         return tok
 
     apply = update
@@ -152,9 +167,11 @@ class Optimizer:
     __call__ = backward_and_update
 
     def take_update_tokens(self) -> list[Tensor]:
-        """The graph-mode update outputs recorded since the last call (for building graphs)."""
-        toks, self._tokens = self._tokens, []
-        return toks
+        """The graph-mode update outputs of this optimizer recorded since the last call, to
+        list among a graph's outputs so the updates run."""
+        mine = [t for t, o in _graph_updates if o is self]
+        _graph_updates[:] = [(t, o) for t, o in _graph_updates if o is not self]
+        return mine
 
     # checkpoints ------------------------------------------------------------------------
     def get_states(self) -> dict[str, np.ndarray]:
@@ -165,8 +182,29 @@ class Optimizer:
         return out
 
     def state_tensors(self) -> dict[str, Tensor]:
+        """Per-parameter state tensors keyed by ``<param name>/<slot>``."""
         return {f"{self._names[k]}/{i}": t for k, st in self._state.items()
                 for i, t in enumerate(st)}
+
+    def hyper_states(self) -> dict[str, np.ndarray]:
+        out = {k: t.data for k, t in self._tensors.items()}
+        out["step_counter"] = np.asarray(self.step_counter)
+        return out
+
+    def load_states(self, states: dict, hyper: dict | None = None) -> None:
+        """Restore state saved by :meth:`state_tensors`/:meth:`hyper_states`. State of a
+        parameter not updated yet is kept and used when its state is created."""
+        mine = self.state_tensors()
+        for k, v in states.items():
+            if k in mine:
+                np.copyto(mine[k].data, v)
+            else:
+                self._pending[k] = np.array(v)
+        for k, v in (hyper or {}).items():
+            if k == "step_counter":
+                self.step_counter = int(v)
+            else:
+                self._scalar(k)[()] = v
 
 
 class SGD(Optimizer):
@@ -199,8 +237,9 @@ class Adam(Optimizer):
     def _op_and_inputs(self, p, g):
         m, v = self._param_state(p, 2)
         if id(p) not in self._steps:
-            self._steps[id(p)] = Tensor(data=np.zeros((), np.float64), requires_grad=False,
-                                        name=f"{p.name}.step")
+            self._steps[id(p)] = Tensor(
+                data=self._pending.pop(f"{p.name}/step", np.zeros((), np.float64)),
+                requires_grad=False, name=f"{p.name}.step")
         hyper = [self._tensors[k] for k in ("lr", "beta_1", "beta_2", "epsilon",
                                             "weight_decay")]
         return _u.AdamUpdate(), [m, v, self._steps[id(p)]] + hyper
