@@ -1,0 +1,283 @@
+"""SINGA's ``autograd`` module: functional ops, ``backward``, the ``training`` flag and the
+layer classes under their SINGA 2.x names.
+
+Eager use, as in SINGA's docs::
+
+    from singa_graph import autograd, tensor
+    autograd.training = True
+    x = autograd.relu(autograd.add_bias(autograd.matmul(inputs, w0), b0))
+    loss = autograd.softmax_cross_entropy(x, target)
+    for p, g in autograd.backward(loss):     # each pair as soon as g is final
+        p.data -= 0.05 * g.data
+
+The same functions called on Placeholders build a graph instead (no data needed).
+
+``training`` (default False, as SINGA) selects the train or eval behaviour of BatchNorm and
+Dropout; layers read it when they are called. Setting it also sets
+``singa_graph.ops.dropout.training``, the default of :func:`singa_graph.ops.dropout`. Unlike
+SINGA, ``training = False`` does not stop ops from recording the backward graph; use
+:func:`no_grad` for that.
+"""
+from __future__ import annotations
+
+import sys
+import types
+
+from . import ops as _ops
+from .ir.op import Operation, no_grad  # noqa: F401
+from .layer import (AvgPool1d, AvgPool2d, BatchNorm2d, Conv2d, Dropout, Flatten,  # noqa: F401
+                    Layer, Linear, MaxPool1d, MaxPool2d, Pooling2d, ReLU, SeparableConv2d,
+                    Sigmoid, Tanh)
+from .ops.dropout import __name__ as _dropout_module_name
+from .passes.autodiff import backward  # noqa: F401
+
+Operator = Operation
+
+_flag = {"training": False}
+
+
+class _AutogradModule(types.ModuleType):
+    """Makes ``autograd.training = x`` also set the dropout op's default mode."""
+
+    @property
+    def training(self) -> bool:
+        return _flag["training"]
+
+    @training.setter
+    def training(self, value):
+        _flag["training"] = bool(value)
+        sys.modules[_dropout_module_name].training = bool(value)
+
+
+sys.modules[__name__].__class__ = _AutogradModule
+
+
+def gradients(y, dy=None) -> dict:
+    """``{param: grad}`` for every ``stores_grad`` tensor ``y`` depends on (eager)."""
+    return dict(backward(y, dy))
+
+
+# ---------------------------------------------------------------------- activations
+def relu(x):
+    """``max(x, 0)``."""
+    return _ops.relu(x)
+
+
+def leakyrelu(x, a=0.01):
+    """``x`` for ``x > 0``, ``a * x`` otherwise."""
+    return _ops.leakyrelu(x, a)
+
+
+def sigmoid(x):
+    return _ops.sigmoid(x)
+
+
+def tanh(x):
+    return _ops.tanh(x)
+
+
+def softmax(x, axis=1):
+    """Normalised exponentials along ``axis``."""
+    return _ops.softmax(x, axis)
+
+
+def log_softmax(x, axis=1):
+    return _ops.log_softmax(x, axis)
+
+
+# ---------------------------------------------------------------------- arithmetic
+def matmul(x, w):
+    """Matrix product ``x @ w``."""
+    return _ops.matmul(x, w)
+
+
+def add_bias(x, b, axis=0):
+    """Add the vector ``b`` to every row (``axis=0``) or every column (``axis=1``) of ``x``.
+    A ``(1, n)`` or ``(n, 1)`` bias (as in SINGA's examples) is used as a vector."""
+    if b.ndim != 1:
+        b = _ops.reshape(b, (b.size,))
+    return _ops.add_bias(x, b, axis)
+
+
+def gemm(A, B, C=None, alpha=1.0, beta=1.0, transA=0, transB=0):
+    """``alpha * op(A) @ op(B) + beta * C`` (ONNX Gemm)."""
+    return _ops.gemm(A, B, C, alpha, beta, bool(transA), bool(transB))
+
+
+def add(a, b):
+    return _ops.add(a, b)
+
+
+def sub(a, b):
+    return _ops.sub(a, b)
+
+
+def mul(x, y):
+    """Elementwise product (broadcasting)."""
+    return _ops.mul(x, y)
+
+
+def div(a, b):
+    return _ops.div(a, b)
+
+
+def pow(a, b):
+    return _ops.pow(a, b)
+
+
+def exp(a):
+    return _ops.exp(a)
+
+
+def log(x):
+    return _ops.log(x)
+
+
+def sqrt(x):
+    return _ops.sqrt(x)
+
+
+def abs(a):
+    return _ops.abs(a)
+
+
+def sign(a):
+    return _ops.sign(a)
+
+
+def negative(x):
+    return _ops.neg(x)
+
+
+def reciprocal(x):
+    return _ops.div(1.0, x)
+
+
+def identity(x):
+    return _ops.identity(x)
+
+
+def cast(x, to):
+    """``x`` converted to dtype ``to``."""
+    return _ops.cast(x, to)
+
+
+def sum(*l):
+    """SINGA's ``sum``: the elementwise sum of the given tensors (see :func:`reduce_sum`)."""
+    y = l[0]
+    for x in l[1:]:
+        y = _ops.add(y, x)
+    return y
+
+
+add_all = sum
+
+
+def mean(*l):
+    """SINGA's ``mean``: the elementwise mean of the given tensors."""
+    return _ops.div(sum(*l), float(len(l))) if len(l) > 1 else _ops.identity(l[0])
+
+
+def reduce_sum(x, axes=None, keepdims=1):
+    """Sum over ``axes`` (all when None)."""
+    return _ops.sum(x, axes, bool(keepdims))
+
+
+def reduce_mean(x, axes=None, keepdims=1):
+    """Mean over ``axes`` (all when None)."""
+    return _ops.mean(x, axes, bool(keepdims))
+
+
+# ---------------------------------------------------------------------- shapes
+def reshape(x, shape):
+    return _ops.reshape(x, shape)
+
+
+def flatten(x, axis=1):
+    """2-d view ``(prod(shape[:axis]), prod(shape[axis:]))``."""
+    return _ops.flatten(x, axis)
+
+
+def transpose(x, shape=None):
+    """Permute the axes by ``shape`` (SINGA's name for the permutation)."""
+    return _ops.transpose(x, shape)
+
+
+def cat(xs, axis=0):
+    """Concatenate a list of tensors along ``axis``."""
+    return _ops.cat(list(xs), axis)
+
+
+def split(x, axis, parts, num_output=None):
+    """Split along ``axis`` into pieces of sizes ``parts`` (or ``num_output`` equal ones)."""
+    if isinstance(parts, int) or parts is None:
+        n = num_output or parts
+        parts = [x.shape[axis] // n] * n
+    return _ops.split(x, axis, parts)
+
+
+# ---------------------------------------------------------------------- losses
+def softmax_cross_entropy(x, t):
+    """Mean over the batch of the cross-entropy of ``softmax(x)``; ``t`` holds int labels
+    (N,) or one-hot/probability rows (N, C). Integer one-hot rows (SINGA's examples cast
+    targets to int32) are converted to ``x``'s dtype."""
+    return _ops.softmax_cross_entropy(x, _float_targets(x, t))
+
+
+def _float_targets(x, t):
+    if t.ndim == 2 and t.shape == x.shape and t.dtype.kind in "iu":
+        return _ops.cast(t, x.dtype)
+    return t
+
+
+def mse_loss(x, t):
+    """SINGA's mean squared error."""
+    return _ops.mse_loss(x, t)
+
+
+def cross_entropy(x, t):
+    """Cross-entropy of probabilities ``x`` and targets ``t``."""
+    return _ops.cross_entropy(x, t)
+
+
+def argmax(x, axis=-1, keepdims=False):
+    """Indices of the maxima (no gradient); e.g. for accuracy."""
+    return _ops.argmax(x, axis, keepdims)
+
+
+# ---------------------------------------------------------------------- nn
+def dropout(x, seed=None, ratio=0.5, training=None):
+    """Inverted dropout while ``training`` (default: the module flag), identity otherwise.
+    SINGA ignores ``seed``; here a given seed fixes the mask of this call."""
+    return _ops.dropout(x, ratio, _flag["training"] if training is None else training, seed)
+
+
+def conv2d(x, W, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-d convolution of NCHW ``x`` with ``W`` ``(out, in/groups, kh, kw)``. (SINGA's
+    ``conv2d(handle, x, W, b)`` takes a cuDNN/DNNL handle instead of the attributes.)"""
+    return _ops.conv2d(x, W, b, stride, padding, dilation, groups)
+
+
+def batchnorm_2d(x, scale, bias, running_mean, running_var, momentum=0.9, eps=1e-5,
+                 training=None):
+    """Batch normalisation; ``training`` defaults to the module flag."""
+    return _ops.batchnorm_2d(x, scale, bias, running_mean, running_var, momentum, eps,
+                             _flag["training"] if training is None else training)
+
+
+def max_pool2d(x, kernel, stride=None, padding=0):
+    return _ops.max_pool2d(x, kernel, stride, padding)
+
+
+def avg_pool2d(x, kernel, stride=None, padding=0):
+    return _ops.avg_pool2d(x, kernel, stride, padding)
+
+
+def globalaveragepool(x, data_format="channels_first"):
+    """Mean over the spatial axes (kept as size 1) of an NCHW input."""
+    if data_format != "channels_first":
+        raise NotImplementedError("globalaveragepool: only channels_first (NCHW) inputs")
+    return _ops.global_average_pool(x)
+
+
+global_average_pool = globalaveragepool

@@ -1,0 +1,441 @@
+"""SINGA's ``tensor`` module.
+
+There is one Tensor class, :class:`singa_graph.ir.tensor.Tensor`: it holds a numpy array
+(concrete, eager) or only a shape and dtype (symbolic, graph mode). This module re-exports it
+under SINGA's names, adds the SINGA tensor methods the core class lacks (installed on the
+class when this module is imported, never replacing a core method), and provides SINGA's
+module-level functions::
+
+    from singa_graph import tensor
+    tx = tensor.Tensor((16, 3, 32, 32), dev)           # zero-filled, float32
+    ty = tensor.Tensor((16,), dev, tensor.int32)
+    tx.copy_from_numpy(x)
+    w = tensor.Tensor(shape=(2, 3), requires_grad=True, stores_grad=True)
+    w.gaussian(0.0, 0.1)
+    a = tensor.to_numpy(tensor.from_numpy(np.ones((2, 2))))
+
+Functions that have an op (``reshape``, ``exp``, ``sum``, ``mult``, ...) call it, so they work
+on symbolic tensors too; the rest (comparisons, ``axpy``, random fills) need data.
+"""
+from __future__ import annotations
+
+from functools import reduce
+
+import numpy as np
+
+from . import ops as _ops
+from .errors import ShapeError
+from .ir import dtypes as _dtypes
+from .ir.op import is_building
+from .ir.tensor import Parameter, Placeholder, PlaceHolder, Tensor  # noqa: F401
+from .runtime.device import get_default_device
+
+float16 = _dtypes.float16
+float32 = _dtypes.float32
+float64 = _dtypes.float64
+int32 = _dtypes.int32
+int64 = _dtypes.int64
+
+__all__ = ["Tensor", "Placeholder", "PlaceHolder", "Parameter", "float16", "float32", "float64",
+           "int32", "int64", "from_numpy", "to_numpy", "to_host", "zeros", "ones", "zeros_like",
+           "ones_like", "random", "gaussian", "uniform", "bernoulli", "reshape", "transpose",
+           "sum", "average", "abs", "exp", "log", "sqrt", "square", "sign", "tanh", "sigmoid",
+           "relu", "softmax", "pow", "add", "sub", "eltwise_mult", "div", "mult", "axpy",
+           "concatenate", "lt", "le", "gt", "ge", "product", "sizeof", "copy_data_to_from",
+           "copy_from_numpy"]
+
+
+# ---------------------------------------------------------------------- helpers
+class _SizeInt(int):
+    """An int that can also be called: ``t.size`` and SINGA's ``t.size()`` both work."""
+
+    def __call__(self):
+        return int(self)
+
+
+def _arr(x):
+    return x.data if isinstance(x, Tensor) else x
+
+
+def _need(t, what):
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{what}: expected a Tensor, got {type(t).__name__}")
+    if t.data is None:
+        raise ValueError(f"{what}: tensor {t.name!r} is symbolic and holds no data")
+
+
+def _wrap(arr, like: Tensor | None = None) -> Tensor:
+    """A new concrete tensor (no gradient) holding ``arr``."""
+    dev = like.device if like is not None else None
+    return Tensor(data=np.ascontiguousarray(arr), device=dev, requires_grad=False)
+
+
+def _eager(t) -> bool:
+    return isinstance(t, Tensor) and t.data is not None and not is_building()
+
+
+# ---------------------------------------------------------------------- methods
+def _copy_from(self, t, offset=0):
+    """Copy the values of a Tensor or numpy array into this tensor (same size)."""
+    if isinstance(t, Tensor):
+        _need(t, "copy_from")
+        t = t.data
+    elif not isinstance(t, np.ndarray):
+        raise ValueError("copy_from: t should be a Tensor or a numpy array")
+    self.copy_from_numpy(t, offset)
+
+
+def _l1(self):
+    """Mean absolute value (SINGA's ``l1``: the L1 norm divided by the size)."""
+    _need(self, "l1")
+    return float(np.abs(self.data).sum() / max(self.size, 1))
+
+
+def _l2(self):
+    """Root of the mean of squares (SINGA's ``l2``: the L2 norm divided by sqrt(size))."""
+    _need(self, "l2")
+    return float(np.sqrt(np.square(self.data, dtype=np.float64).sum()) / np.sqrt(max(self.size, 1)))
+
+
+def _to_type(self, dtype):
+    """Change the element type in place (SINGA's ``to_type``); returns self."""
+    dt = _dtypes.as_dtype(dtype)
+    if self.data is not None:
+        self.data = self.data.astype(dt)
+    self.dtype = dt
+    return self
+
+
+def _reset_like(self, t):
+    """Take the shape, dtype and device of ``t`` (data becomes zeros)."""
+    self.shape, self.dtype, self.device = tuple(t.shape), t.dtype, t.device
+    self.data = np.zeros(self.shape, self.dtype)
+
+
+def _copy(self):
+    """A new Tensor sharing this tensor's data (SINGA's shallow ``copy``)."""
+    _need(self, "copy")
+    t = Tensor((0,), self.device, self.dtype, requires_grad=self.requires_grad)
+    t.shape, t.data = self.shape, self.data
+    return t
+
+
+def _repeat(self, repeats, axis=None):
+    """``numpy.repeat`` of the data (no gradient)."""
+    _need(self, "repeat")
+    return _wrap(np.repeat(self.data, repeats, axis), self)
+
+
+def _getitem(self, keys):
+    """Indexing/slicing of the data (no gradient; concrete tensors only)."""
+    _need(self, "__getitem__")
+    return _wrap(np.array(self.data[keys]), self)
+
+
+def _array(self, dtype=None, copy=None):
+    """numpy conversion (``np.asarray(t)``) of a concrete tensor."""
+    _need(self, "__array__")
+    a = self.data if dtype is None else self.data.astype(dtype, copy=False)
+    return a.copy() if copy else a
+
+
+def _inplace(opname, ufunc):
+    def method(self, x):
+        if _eager(self) and (not isinstance(x, Tensor) or x.data is not None):
+            ufunc(self.data, _arr(x), out=self.data, casting="unsafe")
+            return self
+        return getattr(_ops, opname)(self, x)  # symbolic: an out-of-place graph op
+
+    method.__name__ = f"__i{opname}__"
+    method.__doc__ = (f"In place ``{opname}`` on the data when the tensor is concrete (as "
+                      "SINGA: not recorded for autograd); a graph op otherwise.")
+    return method
+
+
+def _compare(ufunc, name):
+    def method(self, other):
+        _need(self, name)
+        return _wrap(ufunc(self.data, _arr(other)).astype(self.dtype), self)
+
+    method.__name__ = name
+    method.__doc__ = f"Elementwise ``{name}`` as a float tensor of 0/1 (no gradient)."
+    return method
+
+
+def _floordiv(self, other):
+    _need(self, "__floordiv__")
+    return _wrap(np.floor(self.data / _arr(other)).astype(self.dtype), self)
+
+
+_METHODS = {
+    "copy_from": _copy_from, "l1": _l1, "l2": _l2, "to_type": _to_type,
+    "reset_like": _reset_like, "copy": _copy, "deepcopy": lambda self: self.clone(),
+    "repeat": _repeat, "__getitem__": _getitem, "__array__": _array, "__floordiv__": _floordiv,
+    "is_empty": lambda self: self.size == 0, "is_transpose": lambda self: False,
+    "contiguous": lambda self: self, "memsize": lambda self: self.nbytes,
+    "__iadd__": _inplace("add", np.add), "__isub__": _inplace("sub", np.subtract),
+    "__imul__": _inplace("mul", np.multiply), "__itruediv__": _inplace("div", np.divide),
+    "__lt__": _compare(np.less, "__lt__"), "__le__": _compare(np.less_equal, "__le__"),
+    "__gt__": _compare(np.greater, "__gt__"), "__ge__": _compare(np.greater_equal, "__ge__"),
+}
+
+
+def _install():
+    for name, fn in _METHODS.items():
+        if name not in vars(Tensor):
+            setattr(Tensor, name, fn)
+    # SINGA calls t.size() and t.ndim(); the core has int properties. Return callable ints.
+    for name, fn in (("size", lambda self: _SizeInt(np.prod(self.shape, dtype=np.int64))),
+                     ("ndim", lambda self: _SizeInt(len(self.shape)))):
+        prop = vars(Tensor).get(name)
+        if isinstance(prop, property) and not getattr(prop.fget, "_singa_callable", False):
+            fn._singa_callable = True
+            setattr(Tensor, name, property(fn, doc=prop.__doc__))
+
+
+_install()
+
+
+# ---------------------------------------------------------------------- creation
+def from_numpy(np_array, dev=None) -> Tensor:
+    """A new Tensor with the shape, dtype and values of ``np_array``.
+
+    As in SINGA, float64 becomes float32 and int64 becomes int32.
+    """
+    a = np.asarray(np_array)
+    if a.dtype == np.float64:
+        a = a.astype(np.float32)
+    elif a.dtype.kind in "iu" or a.dtype == np.bool_:
+        a = a.astype(np.int32)
+    return Tensor(data=a, device=dev)
+
+
+def to_numpy(t: Tensor) -> np.ndarray:
+    """A copy of ``t``'s data as a numpy array (``t`` must be concrete)."""
+    _need(t, "to_numpy")
+    return t.data.copy()
+
+
+def to_host(t: Tensor) -> Tensor:
+    """A copy of ``t`` on the host (CPU) device."""
+    ret = t.clone()
+    ret.device = get_default_device()
+    return ret
+
+
+def copy_from_numpy(data: Tensor, np_array) -> None:
+    """Copy ``np_array`` into tensor ``data`` (SINGA's module-level form)."""
+    data.copy_from_numpy(np_array)
+
+
+def zeros(shape, device=None, dtype=float32) -> Tensor:
+    """A zero-filled tensor."""
+    return Tensor(shape, device, dtype)
+
+
+def ones(shape, device=None, dtype=float32) -> Tensor:
+    """A tensor filled with ones."""
+    return Tensor(shape, device, dtype).set_value(1)
+
+
+def zeros_like(t: Tensor) -> Tensor:
+    """Zeros with ``t``'s shape, device and dtype."""
+    return Tensor(t.shape, t.device, t.dtype)
+
+
+def ones_like(t: Tensor) -> Tensor:
+    """Ones with ``t``'s shape, device and dtype."""
+    return Tensor(t.shape, t.device, t.dtype).set_value(1)
+
+
+def random(shape, device=None) -> Tensor:
+    """A tensor of samples from U(0, 1) (seeded by :func:`singa_graph.random.seed`)."""
+    return Tensor(shape, device).uniform(0.0, 1.0)
+
+
+def _fill_args(name, a, b, t):
+    # SINGA's order is (a, b, t); (t, a, b) is accepted too.
+    if isinstance(a, Tensor):
+        a, b, t = b, t, a
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name}: expected a Tensor to fill")
+    return a, b, t
+
+
+def gaussian(mean, std, t) -> Tensor:
+    """Fill ``t`` in place with N(mean, std^2) samples; returns ``t``. SINGA's argument order
+    is ``gaussian(mean, std, t)``; ``gaussian(t, mean, std)`` also works."""
+    mean, std, t = _fill_args("gaussian", mean, std, t)
+    return t.gaussian(mean, std)
+
+
+def uniform(low, high, t) -> Tensor:
+    """Fill ``t`` in place with U(low, high) samples; returns ``t`` (either argument order)."""
+    low, high, t = _fill_args("uniform", low, high, t)
+    return t.uniform(low, high)
+
+
+def bernoulli(p, t) -> Tensor:
+    """Fill ``t`` in place with 1 (probability ``p``) or 0; returns ``t``."""
+    if isinstance(p, Tensor):
+        p, t = t, p
+    return t.bernoulli(p)
+
+
+# ---------------------------------------------------------------------- math (ops)
+def reshape(t, shape):
+    """``t`` viewed with a new shape."""
+    return _ops.reshape(t, shape)
+
+
+def transpose(t, axes=None):
+    """Permute the axes (reverse them when ``axes`` is None)."""
+    return _ops.transpose(t, axes)
+
+
+def sum(t, axis=None, out=None):
+    """Sum over ``axis`` (all elements when None)."""
+    y = _ops.sum(t, axis)
+    return _into(out, y)
+
+
+def average(t, axis=None):
+    """Mean over ``axis`` (all elements when None)."""
+    return _ops.mean(t, axis)
+
+
+def _into(out, y):
+    if out is None:
+        return y
+    out.copy_from(y)
+    return out
+
+
+def abs(t):
+    return _ops.abs(t)
+
+
+def exp(t):
+    return _ops.exp(t)
+
+
+def log(t):
+    return _ops.log(t)
+
+
+def sqrt(t):
+    return _ops.sqrt(t)
+
+
+def sign(t):
+    return _ops.sign(t)
+
+
+def square(t):
+    return _ops.mul(t, t)
+
+
+def _act(name, t, *args):
+    fn = getattr(_ops, name, None)
+    if fn is None:
+        raise NotImplementedError(f"tensor.{name}: the op {name} is not available yet")
+    return fn(t, *args)
+
+
+def tanh(t):
+    return _act("tanh", t)
+
+
+def sigmoid(t):
+    return _act("sigmoid", t)
+
+
+def relu(t):
+    return _act("relu", t)
+
+
+def softmax(t, out=None):
+    """Softmax over the last axis of a 2-d tensor (axis 1)."""
+    return _into(out, _act("softmax", t))
+
+
+def pow(t, x, out=None):
+    return _into(out, _ops.pow(t, x))
+
+
+def add(lhs, rhs, ret=None):
+    return _into(ret, _ops.add(lhs, rhs))
+
+
+def sub(lhs, rhs, ret=None):
+    return _into(ret, _ops.sub(lhs, rhs))
+
+
+def eltwise_mult(lhs, rhs, ret=None):
+    return _into(ret, _ops.mul(lhs, rhs))
+
+
+def div(lhs, rhs, ret=None):
+    return _into(ret, _ops.div(lhs, rhs))
+
+
+def mult(A, B, C=None, alpha=1.0, beta=0.0):
+    """Matrix product ``alpha * A @ B + beta * C``; with C given, C is overwritten (SINGA)."""
+    if C is None:
+        y = _ops.matmul(A, B)
+        return y if alpha == 1.0 else _ops.mul(y, alpha)
+    y = _ops.gemm(A, B, C, alpha, beta)
+    C.copy_from(y)
+    return C
+
+
+def concatenate(tensors, axis):
+    """Join tensors along ``axis``."""
+    return _ops.cat(list(tensors), axis)
+
+
+def axpy(alpha, x, y):
+    """``y += alpha * x`` in place on the data; returns ``y``."""
+    _need(x, "axpy")
+    _need(y, "axpy")
+    y.data += np.asarray(alpha * x.data, dtype=y.dtype)
+    return y
+
+
+def lt(t, x):
+    return t < x
+
+
+def le(t, x):
+    return t <= x
+
+
+def gt(t, x):
+    return t > x
+
+
+def ge(t, x):
+    return t >= x
+
+
+def product(shape) -> int:
+    """The number of elements of ``shape``."""
+    return int(reduce(lambda a, b: a * b, shape, 1))
+
+
+def sizeof(dtype) -> int:
+    """Bytes per element of ``dtype``."""
+    return _dtypes.as_dtype(dtype).itemsize
+
+
+def copy_data_to_from(dst, src, size, dst_offset=0, src_offset=0):
+    """Copy ``size`` elements of ``src`` (from ``src_offset``) into ``dst`` (at ``dst_offset``),
+    both seen as flat arrays."""
+    _need(dst, "copy_data_to_from")
+    _need(src, "copy_data_to_from")
+    if dst_offset + size > dst.size or src_offset + size > src.size:
+        raise ShapeError(f"copy_data_to_from: {size} elements do not fit "
+                         f"(dst size {dst.size}, src size {src.size})")
+    dst.data.reshape(-1)[dst_offset:dst_offset + size] = \
+        src.data.reshape(-1)[src_offset:src_offset + size]
+
