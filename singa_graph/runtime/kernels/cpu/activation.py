@@ -1,1 +1,255 @@
-"""(kernels of this family are registered here)"""
+"""Activation kernels, plus the Numba plumbing that the loss and dropout kernels share.
+
+Elementwise ops are one serial ``@njit`` loop each over flat views (memory-bound, so threads
+would buy little). Row-wise ops (softmax and friends) view the array as ``(outer, n, inner)``
+so that a non-last axis needs no transposed copy, and run one row function per slice; their
+driver exists in a serial and a ``parallel=True`` version, the parallel one picked only for
+arrays big enough to repay starting the threads (a few microseconds per call).
+
+Numba cannot cache closures or functions passed as arguments (their hash changes with every
+process), so the drivers select the row function by an integer code instead.
+"""
+import numpy as np
+from numba import njit, prange
+
+from ....errors import UnsupportedOpError
+from ...registry import kernel
+
+# Elements from which the row-wise ops run their rows in parallel.
+PARALLEL_ROWS = 1 << 15
+
+
+# ---------------------------------------------------------------------- shared plumbing
+def contiguous(factory):
+    """Let a factory that needs C-contiguous arrays accept any: the plan's buffers are
+    contiguous, so this only copies through scratch arrays in the rare other case (a view
+    reshaped with ``reshape(-1)`` would otherwise silently detach from the real buffer).
+    Also refuses float16, which Numba cannot compute with, with a clear error."""
+
+    def wrapped(op, ins, outs):
+        if any(a.dtype == np.float16 for a in (*ins, *outs)):
+            raise UnsupportedOpError(f"no cpu kernel for {op.type} in float16")
+        if all(a.flags.c_contiguous for a in (*ins, *outs)):
+            return factory(op, ins, outs)
+        cins = [np.ascontiguousarray(a) if not a.flags.c_contiguous else a for a in ins]
+        couts = [np.empty(a.shape, a.dtype) if not a.flags.c_contiguous else a for a in outs]
+        pin = [(c, a) for c, a in zip(cins, ins) if c is not a]
+        pout = [(a, c) for c, a in zip(couts, outs) if c is not a]
+        inner = factory(op, cins, couts)
+
+        def step():
+            for c, a in pin:
+                np.copyto(c, a)
+            inner()
+            for a, c in pout:
+                np.copyto(a, c)
+        return step
+
+    return wrapped
+
+
+def _noop():
+    pass
+
+
+def flat(a):
+    """The 1-d view of an array that :func:`contiguous` made C-contiguous (so never a copy)."""
+    return a.reshape(-1)
+
+
+def elementwise(fn, attr=None):
+    """Kernel factory running the njit loop ``fn(a, b, out, c)`` over flat views: ``a, b``
+    are the op's two inputs (a unary op passes x twice), ``c`` the op attribute ``attr``
+    cast to the dtype."""
+
+    @contiguous
+    def factory(op, ins, outs):
+        a = flat(ins[0])
+        b = flat(ins[1] if len(ins) > 1 else ins[0])
+        y = flat(outs[0])
+        c = y.dtype.type(getattr(op, attr) if attr else 0)
+        return lambda: fn(a, b, y, c)
+    return factory
+
+
+def rowwise(code):
+    """Kernel factory running row function number ``code`` (see :func:`_row`) along
+    ``op.axis``."""
+
+    @contiguous
+    def factory(op, ins, outs):
+        shape, ax = outs[0].shape, op.axis
+        s3 = (int(np.prod(shape[:ax])), shape[ax], int(np.prod(shape[ax + 1:])))
+        a = ins[0].reshape(s3)
+        b = (ins[1] if len(ins) > 1 else ins[0]).reshape(s3)
+        y = outs[0].reshape(s3)
+        if y.size == 0:
+            return _noop
+        big = y.size >= PARALLEL_ROWS and s3[0] * s3[2] > 1
+        drive = _rows_parallel if big else _rows_serial
+        return lambda: drive(code, a, b, y)
+    return factory
+
+
+# ---------------------------------------------------------------------- elementwise
+@njit(cache=True)
+def _relu_grad(dy, y, dx, c):
+    for i in range(dx.shape[0]):
+        dx[i] = dy[i] if y[i] > 0 else 0.0
+
+
+@njit(cache=True)
+def _leaky(x, _, y, alpha):
+    for i in range(y.shape[0]):
+        y[i] = x[i] if x[i] > 0 else alpha * x[i]
+
+
+@njit(cache=True)
+def _leaky_grad(dy, ref, dx, alpha):
+    for i in range(dx.shape[0]):
+        dx[i] = dy[i] if ref[i] > 0 else alpha * dy[i]
+
+
+@njit(cache=True)
+def _sigmoid(x, _, y, c):
+    for i in range(y.shape[0]):
+        # exp of a non-positive number only, so nothing overflows
+        if x[i] >= 0:
+            y[i] = 1.0 / (1.0 + np.exp(-x[i]))
+        else:
+            e = np.exp(x[i])
+            y[i] = e / (1.0 + e)
+
+
+@njit(cache=True)
+def _sigmoid_grad(dy, y, dx, c):
+    for i in range(dx.shape[0]):
+        dx[i] = dy[i] * y[i] * (1 - y[i])
+
+
+@njit(cache=True)
+def _tanh_grad(dy, y, dx, c):
+    for i in range(dx.shape[0]):
+        dx[i] = dy[i] * (1 - y[i] * y[i])
+
+
+kernel("ReLUGrad")(elementwise(_relu_grad))
+kernel("LeakyReLU")(elementwise(_leaky, "alpha"))
+kernel("LeakyReLUGrad")(elementwise(_leaky_grad, "alpha"))
+kernel("Sigmoid")(elementwise(_sigmoid))
+kernel("SigmoidGrad")(elementwise(_sigmoid_grad))
+kernel("TanhGrad")(elementwise(_tanh_grad))
+
+
+# A single ufunc is already a compiled vectorised loop; Numba would only add compile time.
+@kernel("ReLU")
+def relu(op, ins, outs):
+    (x,), (y,) = ins, outs
+    zero = x.dtype.type(0)
+    return lambda: np.maximum(x, zero, out=y)
+
+
+@kernel("Tanh")
+def tanh(op, ins, outs):
+    (x,), (y,) = ins, outs
+    return lambda: np.tanh(x, out=y)
+
+
+# ---------------------------------------------------------------------- row-wise
+@njit(cache=True)
+def _row_lse(a):
+    """log(sum(exp(a))) of a 1-d row, shifted by the max; accumulated in float64."""
+    m = a[0]
+    for k in range(1, a.shape[0]):
+        m = max(m, a[k])
+    s = 0.0
+    for k in range(a.shape[0]):
+        s += np.exp(a[k] - m)
+    return m + np.log(s)
+
+
+# The row functions take the (outer, n, inner) arrays and the row's (p, i) rather than a
+# sliced row: a slice is a refcounted view, and threads bumping one shared refcount contend.
+# exp runs in the array's dtype (expf for float32 is twice as fast); sums are float64.
+@njit(cache=True)
+def _max(a, p, i):
+    m = a[p, 0, i]
+    for k in range(1, a.shape[1]):
+        m = max(m, a[p, k, i])
+    return m
+
+
+@njit(cache=True)
+def _softmax_row(x, _, y, p, i):
+    # the exponentials are kept in y and rescaled: one exp per element, not two
+    m, s = _max(x, p, i), 0.0
+    for k in range(x.shape[1]):
+        e = np.exp(x[p, k, i] - m)
+        y[p, k, i] = e
+        s += e
+    inv = 1.0 / s
+    for k in range(x.shape[1]):
+        y[p, k, i] = y[p, k, i] * inv
+
+
+@njit(cache=True)
+def _log_softmax_row(x, _, y, p, i):
+    m, s = _max(x, p, i), 0.0
+    for k in range(x.shape[1]):
+        s += np.exp(x[p, k, i] - m)
+    lse = m + np.log(s)
+    for k in range(x.shape[1]):
+        y[p, k, i] = x[p, k, i] - lse
+
+
+@njit(cache=True)
+def _softmax_grad_row(dy, y, dx, p, i):
+    dot = 0.0
+    for k in range(y.shape[1]):
+        dot += dy[p, k, i] * y[p, k, i]
+    for k in range(y.shape[1]):
+        dx[p, k, i] = y[p, k, i] * (dy[p, k, i] - dot)
+
+
+@njit(cache=True)
+def _log_softmax_grad_row(dy, y, dx, p, i):
+    s = 0.0
+    for k in range(y.shape[1]):
+        s += dy[p, k, i]
+    for k in range(y.shape[1]):
+        dx[p, k, i] = dy[p, k, i] - np.exp(y[p, k, i]) * s
+
+
+SOFTMAX, LOG_SOFTMAX, SOFTMAX_GRAD, LOG_SOFTMAX_GRAD = range(4)
+
+
+@njit(cache=True)
+def _row(code, a, b, out, p, i):
+    if code == SOFTMAX:
+        _softmax_row(a, b, out, p, i)
+    elif code == LOG_SOFTMAX:
+        _log_softmax_row(a, b, out, p, i)
+    elif code == SOFTMAX_GRAD:
+        _softmax_grad_row(a, b, out, p, i)
+    else:
+        _log_softmax_grad_row(a, b, out, p, i)
+
+
+@njit(cache=True)
+def _rows_serial(code, a, b, out):
+    outer, _, inner = a.shape
+    for r in range(outer * inner):
+        _row(code, a, b, out, r // inner, r % inner)
+
+
+@njit(cache=True, parallel=True)
+def _rows_parallel(code, a, b, out):
+    outer, _, inner = a.shape
+    for r in prange(outer * inner):
+        _row(code, a, b, out, r // inner, r % inner)
+
+
+kernel("Softmax")(rowwise(SOFTMAX))
+kernel("LogSoftmax")(rowwise(LOG_SOFTMAX))
+kernel("SoftmaxGrad")(rowwise(SOFTMAX_GRAD))
+kernel("LogSoftmaxGrad")(rowwise(LOG_SOFTMAX_GRAD))

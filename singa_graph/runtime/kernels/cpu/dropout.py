@@ -1,1 +1,35 @@
-"""(kernels of this family are registered here)"""
+"""Dropout kernel: numpy's Generator fills the mask buffer with uniforms, one fused Numba
+loop turns them into the scaled mask and applies it."""
+import numpy as np
+from numba import njit
+
+from ...registry import kernel
+from .activation import contiguous, flat
+
+
+@njit(cache=True)
+def _apply(x, m, y, ratio, scale):
+    for i in range(x.shape[0]):
+        m[i] = scale if m[i] >= ratio else 0.0
+        y[i] = x[i] * m[i]
+
+
+@kernel("Dropout")
+@contiguous
+def dropout(op, ins, outs):
+    x = ins[0]
+    if not op.training:
+        (y,) = outs
+        if np.shares_memory(x, y):
+            return lambda: None
+        return lambda: np.copyto(y, x)
+    x, y, m = flat(x), flat(outs[0]), flat(outs[1])
+    dt = x.dtype.type
+    ratio, scale = dt(op.ratio), dt(1.0 / (1.0 - op.ratio))
+    # created here, not per step: the plan's step then walks one reproducible stream
+    rng = np.random.default_rng(op.seed)
+
+    def step():
+        rng.random(out=m, dtype=m.dtype)
+        _apply(x, m, y, ratio, scale)
+    return step
