@@ -2,7 +2,9 @@
 
 For each model and schedule it prints the arena, the live-bytes lower bound of that order,
 the no-reuse total (every transient buffer separately) and the persistent bytes, with the two
-ratios the compiler is held to: arena <= 1.05 x lower bound, arena <= 0.5 x no-reuse.
+ratios the compiler is held to on the order it chooses (the 'memory' schedule):
+arena <= 1.05 x lower bound and arena <= 0.5 x no-reuse. Rows of the other schedules are
+shown for comparison; a row outside either target is marked with '*'.
 
     python bench/memory.py
 """
@@ -40,11 +42,14 @@ def main():
         for sched in ("sequential", "topological", "memory"):
             r = plan_for(cls, kw, shape, sched)
             a, b = r["arena_over_lower_bound"], r["arena_over_no_reuse"]
-            ok &= a <= 1.05 and b <= 0.5
+            met = a <= 1.05 and b <= 0.5
+            if sched == "memory":
+                ok = ok and met
             print(f"{name:<28}{sched:<13}{r['arena_bytes'] / mib:>10.2f}"
                   f"{r['lower_bound_bytes'] / mib:>10.2f}{r['no_reuse_bytes'] / mib:>10.2f}"
-                  f"{r['persistent_bytes'] / mib:>9.2f}{a:>12.3f}{b:>14.3f}")
-    print("targets (arena <= 1.05 x bound and <= 0.5 x no-reuse):", "met" if ok else "NOT met")
+                  f"{r['persistent_bytes'] / mib:>9.2f}{a:>12.4f}{b:>14.4f}{'' if met else ' *'}")
+    print("targets on the 'memory' schedule (arena <= 1.05 x bound and <= 0.5 x no-reuse):",
+          "met" if ok else "NOT met")
 
 
 if __name__ == "__main__":
