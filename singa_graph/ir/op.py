@@ -58,6 +58,8 @@ class Operation:
         mutates: indices of inputs that the op writes in place (optimizer updates, running
             statistics). The scheduler orders every other reader of such an input before it.
         differentiable: False for ops that have no gradient (argmax, updates).
+        run_asap: schedulers run the node as soon as it is ready (optimizer updates: the
+            gradient they consume dies at once).
 
     and implement :meth:`infer` and, when differentiable, :meth:`gradient`.
     """
@@ -67,6 +69,7 @@ class Operation:
     alias: ClassVar[dict] = {}
     mutates: ClassVar[tuple] = ()
     differentiable: ClassVar[bool] = True
+    run_asap: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)

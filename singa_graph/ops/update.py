@@ -18,6 +18,7 @@ __all__ = ["SGDUpdate", "AdamUpdate", "RMSPropUpdate", "AdaGradUpdate"]
 class _Update(Operation):
     alias = {0: 0}
     differentiable = False
+    run_asap = True
     n_state = 0
     n_hyper = 0
 
@@ -44,9 +45,16 @@ class SGDUpdate(_Update):
     def __init__(self, momentum: bool = True, nesterov: bool = False):
         self.momentum = bool(momentum)
         self.nesterov = bool(nesterov)
-        self.n_state = 1 if momentum else 0
-        self.n_hyper = 4
-        self.mutates = (0, 2) if momentum else (0,)
+
+    n_hyper = 4
+
+    @property
+    def n_state(self):
+        return 1 if self.momentum else 0
+
+    @property
+    def mutates(self):
+        return (0, 2) if self.momentum else (0,)
 
 
 class AdamUpdate(_Update):

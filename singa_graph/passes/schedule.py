@@ -3,6 +3,10 @@ dependencies and the write-after-read hazards of ops that mutate an input in pla
 
 - ``sequential``: program (creation) order, SINGA's serial mode.
 - ``topological``: Kahn's algorithm with a FIFO queue (breadth first), SINGA's BFS mode.
+
+Except in ``sequential``, an optimizer update runs as soon as its gradient is final (ops with
+``run_asap``), so gradient buffers die at once: the graph form of SINGA's layer-wise
+backward-and-update.
 - ``memory``: tries several topological orders (program order, BFS, DFS and a greedy
   smallest-live-bytes-first order) and keeps the one whose live-bytes peak is lowest, as XLA
   and PyTorch Inductor pick among candidate orders.
@@ -52,7 +56,9 @@ def dependencies(graph) -> dict[int, set[int]]:
     return deps
 
 
-def _kahn(graph, deps, pick) -> list:
+def _kahn(graph, deps, pick, asap: bool = True) -> list:
+    """Kahn's algorithm; ``pick`` chooses among ready nodes. With ``asap``, nodes whose op
+    sets ``run_asap`` (optimizer updates) jump the queue the moment they become ready."""
     n = len(graph.nodes)
     indeg = [len(deps[i]) for i in range(n)]
     succ: list[list[int]] = [[] for _ in range(n)]
@@ -61,16 +67,23 @@ def _kahn(graph, deps, pick) -> list:
             succ[d].append(i)
     ready = [i for i in range(n) if indeg[i] == 0]
     order = []
-    state = pick.start(ready)
+    urgent = [i for i in ready if asap and graph.nodes[i].op.run_asap]
+    state = pick.start([i for i in ready if i not in urgent])
     while len(order) < n:
-        if not pick.nonempty(state):
+        if urgent:
+            i = urgent.pop()
+        elif pick.nonempty(state):
+            i = pick.pop(state)
+        else:
             raise GraphError("graph has a cycle (through data or in-place hazards)")
-        i = pick.pop(state)
         order.append(i)
         for s in succ[i]:
             indeg[s] -= 1
             if indeg[s] == 0:
-                pick.push(state, s)
+                if asap and graph.nodes[s].op.run_asap:
+                    urgent.append(s)
+                else:
+                    pick.push(state, s)
     return [graph.nodes[i] for i in order]
 
 
@@ -144,7 +157,7 @@ def schedule(graph, policy: str = "memory") -> list:
         raise ValueError(f"unknown schedule {policy!r}; choose one of {POLICIES}")
     deps = dependencies(graph)
     if policy == "sequential":
-        return _kahn(graph, deps, _Program)  # creation order whenever it is legal
+        return _kahn(graph, deps, _Program, asap=False)  # creation order whenever legal
     if policy == "topological":
         return _kahn(graph, deps, _Fifo)
     from .liveness import live_bytes_peak
