@@ -51,13 +51,8 @@ def _training() -> bool:
 @contextlib.contextmanager
 def _eager_init():
     """Initialisers run eagerly and unrecorded, even while a graph is being built."""
-    saved = _op._state["build"]
-    _op._state["build"] = 0
-    try:
-        with _op.no_grad():
-            yield
-    finally:
-        _op._state["build"] = saved
+    with _op.not_building(), _op.no_grad():
+        yield
 
 
 def _wrap_initialize(f):

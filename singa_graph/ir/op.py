@@ -43,6 +43,18 @@ def building():
         _state["build"] -= 1
 
 
+@contextlib.contextmanager
+def not_building():
+    """Suspend :func:`building` inside the block: ops on concrete tensors run at once again
+    (parameter initialisers called while a model is being traced)."""
+    saved = _state["build"]
+    _state["build"] = 0
+    try:
+        yield
+    finally:
+        _state["build"] = saved
+
+
 def is_building() -> bool:
     return _state["build"] > 0
 
