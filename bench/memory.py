@@ -28,7 +28,7 @@ def plan_for(cls, kw, shape, schedule):
     y = np.zeros(shape[0], np.int32)
     m.compile([x], is_train=True, use_graph=True, schedule=schedule)
     m(x, y)
-    verify(m._last_plan)
+    verify(m.last_plan)
     return m.memory_report()
 
 

@@ -124,18 +124,32 @@ class Model(Layer):
             ts = [a if isinstance(a, Tensor) else Tensor(data=a, requires_grad=False)
                   for a in args]
             return getattr(self, method)(*ts)
-        key = (method, self.training, self.schedule,
-               tuple((tuple(np.shape(_as_array(a))), str(_as_array(a).dtype)) for a in args))
-        entry = self._plans.get(key)
+        arrays = [_as_array(a) for a in args]
+        entry = self._cached(method, self.training, arrays)
         if entry is None:
-            entry = self._plans[key] = self._build(method, args)
+            entry = self._build(method, args)
+            self._remember(method, self.training, entry)
         plan, kind, optimizers = entry
-        outs = plan.run([_as_array(a) for a in args])
+        outs = plan.run(arrays)
         for o in optimizers:
             o.step()
         self._last_plan = plan
         res = [Tensor(data=o, requires_grad=False) for o in outs]
         return res[0] if kind is None else kind(res)
+
+    def _cached(self, method, training, arrays):
+        """A cached plan for these input shapes whose input dtypes the data casts to safely
+        (int64 labels feed an int32 placeholder; float64 images a float32 one)."""
+        key = (method, training, self.schedule, tuple(a.shape for a in arrays))
+        for entry in self._plans.get(key, ()):
+            if all(np.can_cast(a.dtype, t.dtype, "same_kind")
+                   for a, t in zip(arrays, entry[0].inputs)):
+                return entry
+        return None
+
+    def _remember(self, method, training, entry) -> None:
+        key = (method, training, self.schedule, tuple(t.shape for t in entry[0].inputs))
+        self._plans.setdefault(key, []).append(entry)
 
     def _build(self, method, args):
         phs = [self._placeholder(a, i) for i, a in enumerate(args)]
@@ -157,10 +171,8 @@ class Model(Layer):
         if not self.get_params():
             self.compile([x], is_train=True, use_graph=True, schedule=self.schedule)
         self.train()
-        key_args = [x] if y is None else [x, y]
-        key = ("train_one_batch", True, self.schedule,
-               tuple((t.shape, str(t.dtype)) for t in key_args))
-        self._plans[key] = self._build("train_one_batch", key_args)
+        self._remember("train_one_batch", True,
+                       self._build("train_one_batch", [x] if y is None else [x, y]))
 
     def train_step(self, x, y):
         """Run one compiled training step on numpy arrays or Tensors: ``(out, loss)``."""
@@ -177,6 +189,16 @@ class Model(Layer):
             self.train(was)
 
     # ------------------------------------------------------------------ reports
+    @property
+    def plans(self) -> list:
+        """Every compiled ExecutionPlan cached so far (one per mode and input shape)."""
+        return [e[0] for entries in self._plans.values() for e in entries]
+
+    @property
+    def last_plan(self):
+        """The ExecutionPlan of the most recent graph-mode call, or None."""
+        return self._last_plan
+
     def memory_report(self) -> dict:
         """The memory figures of the most recently run plan."""
         if self._last_plan is None:
@@ -200,6 +222,27 @@ class Model(Layer):
     def _optimizers(self):
         return [v for v in vars(self).values() if isinstance(v, Optimizer)]
 
+    def _check_optimizer_states(self, data) -> list[str]:
+        """Problems that loading the optimizer part of ``data`` would cause."""
+        opts = self._optimizers()
+        saved = str(data["meta/optimizer"]) if "meta/optimizer" in data else ""
+        mine = ",".join(type(o).__name__ for o in opts)
+        if saved != mine:
+            return [f"checkpoint holds optimizer state of {saved or 'no optimizer'!r}, the "
+                    f"model has {mine or 'no optimizer'!r}"]
+        shapes = {name: p.shape for name, p in self.get_params().items()}
+        problems = []
+        for k, v in data.items():
+            if not k.startswith("opt/"):
+                continue
+            pname, slot = k[4:].rsplit("/", 1)
+            want = () if slot == "step" else shapes.get(pname)
+            if want is None:
+                problems.append(f"{k}: optimizer state of unknown parameter {pname!r}")
+            elif v.shape != want:
+                problems.append(f"{k}: shape {v.shape}, expected {want}")
+        return problems
+
     def save_states(self, fpath: str, aux_states: dict | None = None) -> None:
         """Save parameters, buffers, optimizer state and ``aux_states`` to a zip file.
 
@@ -209,6 +252,8 @@ class Model(Layer):
         arrays = {k: t.data for k, t in self._checkpoint_tensors().items()}
         for o in self._optimizers():
             arrays.update({f"opthyper/{k}": np.asarray(v) for k, v in o.hyper_states().items()})
+        arrays["meta/optimizer"] = np.array(",".join(type(o).__name__
+                                                     for o in self._optimizers()))
         for k, v in (aux_states or {}).items():
             arrays[f"aux/{k}"] = v.data if isinstance(v, Tensor) else np.asarray(v)
         d = os.path.dirname(os.path.abspath(fpath))
@@ -247,6 +292,7 @@ class Model(Layer):
             if mine[k].shape != data[k].shape:
                 problems.append(f"{k}: model has shape {mine[k].shape}, checkpoint "
                                 f"{data[k].shape}")
+        problems += self._check_optimizer_states(data)
         if problems:
             raise CheckpointError(f"checkpoint {fpath!r} does not match the model: "
                                   + "; ".join(problems))
