@@ -35,8 +35,9 @@ def _flat(out):
 
 
 def _as_array(v):
+    """The data of an argument; a Placeholder (no data) stands for itself: shape and dtype."""
     if isinstance(v, Tensor):
-        return v.data
+        return v if v.data is None else v.data
     return np.asarray(v)
 
 
@@ -125,11 +126,7 @@ class Model(Layer):
                   for a in args]
             return getattr(self, method)(*ts)
         arrays = [_as_array(a) for a in args]
-        entry = self._cached(method, self.training, arrays)
-        if entry is None:
-            entry = self._build(method, args)
-            self._remember(method, self.training, entry)
-        plan, kind, optimizers = entry
+        plan, kind, optimizers = self._entry(method, args, arrays)
         outs = plan.run(arrays)
         for o in optimizers:
             o.step()
@@ -137,12 +134,26 @@ class Model(Layer):
         res = [Tensor(data=o, requires_grad=False) for o in outs]
         return res[0] if kind is None else kind(res)
 
+    def plan_for(self, *args):
+        """The compiled plan that ``model(*args)`` runs in the current mode, compiled and
+        cached now if needed; nothing is run (for inspection: graph, schedule, memory)."""
+        method = "train_one_batch" if self.training else "forward"
+        return self._entry(method, args, [_as_array(a) for a in args])[0]
+
+    def _entry(self, method, args, arrays):
+        """``(plan, output container type, optimizers)`` for these inputs, built once."""
+        entry = self._cached(method, self.training, arrays)
+        if entry is None:
+            entry = self._build(method, args)
+            self._remember(method, self.training, entry)
+        return entry
+
     def _cached(self, method, training, arrays):
         """A cached plan for these input shapes whose input dtypes the data casts to safely
         (int64 labels feed an int32 placeholder; float64 images a float32 one)."""
         key = (method, training, self.schedule, tuple(a.shape for a in arrays))
         for entry in self._plans.get(key, ()):
-            if all(np.can_cast(a.dtype, t.dtype, "same_kind")
+            if all(np.can_cast(np.dtype(a.dtype), t.dtype, "same_kind")
                    for a, t in zip(arrays, entry[0].inputs)):
                 return entry
         return None

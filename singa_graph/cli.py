@@ -1,0 +1,138 @@
+"""The ``singa-graph`` command.
+
+    singa-graph train cnn --epochs 10          # run examples/cnn.py with these options
+    singa-graph info resnet --batch-size 8     # graph summary, schedule and memory plan
+    singa-graph train xception --help
+
+``train`` runs the scripts in the repository's ``examples/`` folder (found next to the
+package, so it needs a source checkout or an editable install).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+
+MODELS = ("mlp", "cnn", "resnet", "xception")
+SCHEDULES = ("sequential", "topological", "memory")
+PLANNED = "not available yet: ONNX export/import and graph pictures are planned"
+
+
+def examples_dir() -> str:
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "examples")
+
+
+def load_example(name: str):
+    """Import ``examples/<name>.py`` as a module (examples/ is not a package)."""
+    path = os.path.join(examples_dir(), f"{name}.py")
+    if not os.path.isfile(path):
+        raise SystemExit(f"singa-graph: example {path} not found (the examples ship with the "
+                         f"source repository, not with the installed package)")
+    spec = importlib.util.spec_from_file_location(f"singa_graph_example_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def build_model(name: str, batch_size: int, small: bool = True):
+    """``(model, input shape)`` of the model ``name`` as its example trains it."""
+    from . import zoo
+
+    if name == "mlp":
+        return zoo.MLP(), (batch_size, 64)
+    if name == "cnn":
+        return zoo.CNN(), (batch_size, 1, 28, 28)
+    if name == "resnet":
+        return zoo.ResNet(), (batch_size, 1, 16, 16)
+    if name == "xception":
+        ex = load_example("xception")
+        cfg = dict(ex.SMALL if small else ex.FULL)
+        size = cfg.pop("size")
+        return (ex.XceptionModel(num_classes=10, in_channels=3, image_size=size, **cfg),
+                (batch_size, 3, size, size))
+    raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
+
+
+def cmd_train(args) -> int:
+    mod = load_example(args.model)
+    saved, sys.argv[0] = sys.argv[0], f"singa-graph train {args.model}"  # for --help/usage
+    try:
+        mod.main(args.args)
+    finally:
+        sys.argv[0] = saved
+    return 0
+
+
+def cmd_info(args) -> int:
+    import numpy as np
+
+    from . import opt, random as sg_random
+    from .ir.tensor import Placeholder
+
+    sg_random.seed(0)
+    model, shape = build_model(args.model, args.batch_size, small=not args.full)
+    model.set_optimizer(opt.SGD(lr=0.01, momentum=0.9))
+    x = Placeholder(shape, np.float32, name="x")
+    y = Placeholder((args.batch_size,), np.int32, name="y")
+    model.compile([x], is_train=True, use_graph=True, schedule=args.schedule)
+    plan = model.plan_for(x, y)  # compiled and cached, not run
+    print(plan.graph.summary())
+    print(f"\nschedule: {plan.memory.schedule} ({len(plan.nodes)} steps)")
+    r = plan.memory_report()
+    mib = float(1 << 20)
+    print("memory report:")
+    for key in ("arena_bytes", "lower_bound_bytes", "no_reuse_bytes", "persistent_bytes"):
+        print(f"  {key[:-6].replace('_', ' '):<22} {r[key] / mib:10.3f} MiB")
+    print(f"  {'arena / lower bound':<22} {r['arena_over_lower_bound']:.3f}")
+    print(f"  {'arena / no reuse':<22} {r['arena_over_no_reuse']:.3f}")
+    print(f"  {'in-place ops':<22} {r['inplace_ops']}")
+    return 0
+
+
+def cmd_planned(args) -> int:
+    print(f"singa-graph {args.command}: {PLANNED}", file=sys.stderr)
+    return 2
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="singa-graph", description="Train and inspect the "
+                                "singa_graph example models.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    t = sub.add_parser("train", help="train an example model",
+                       description="Train an example model; the options after MODEL go to "
+                       "the example (see `singa-graph train MODEL --help`).")
+    t.add_argument("model", choices=MODELS, metavar="MODEL", help=" | ".join(MODELS))
+    t.add_argument("args", nargs=argparse.REMAINDER,
+                   help="options of the example (--epochs, --eager, ...)")
+    t.set_defaults(func=cmd_train)
+
+    i = sub.add_parser("info", help="print a model's training graph and memory plan",
+                       description="Build the training graph of MODEL for one batch size and "
+                       "print its summary, the schedule and the memory report.")
+    i.add_argument("model", choices=MODELS, metavar="MODEL", help=" | ".join(MODELS))
+    i.add_argument("--batch-size", type=int, default=32, help="default: %(default)s")
+    i.add_argument("--schedule", choices=SCHEDULES, default="memory",
+                   help="default: %(default)s")
+    i.add_argument("--full", action="store_true",
+                   help="xception: the full 299x299 network instead of the small one")
+    i.set_defaults(func=cmd_info)
+
+    for name, what in (("export", "export a model to ONNX"),
+                       ("import", "import an ONNX model"),
+                       ("dump", "draw a graph picture")):
+        s = sub.add_parser(name, help=f"{what} (planned)", description=f"{what}: {PLANNED}.")
+        s.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        s.set_defaults(func=cmd_planned)
+    return p
+
+
+def main(argv=None) -> int:
+    args = make_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
