@@ -90,11 +90,15 @@ class Model(Layer):
             t.name = name
         self.train(is_train)
 
-    def train(self, mode: bool = True) -> "Model":
-        """Switch to training mode (BatchNorm uses batch statistics, Dropout drops)."""
-        self.training = bool(mode)
-        autograd.training = self.training
-        return self
+    def train(self, mode=True, y=None):
+        """``train()`` / ``train(False)``: switch training mode on or off (BatchNorm batch
+        statistics, Dropout), as SINGA 3. ``train(x, y)``: run one compiled training step on
+        data, the define-then-run flow of SINGA issue #696; returns ``(out, loss)``."""
+        if isinstance(mode, (bool, np.bool_)) and y is None:
+            self.training = bool(mode)
+            autograd.training = self.training
+            return self
+        return self.train_step(mode, y)
 
     def eval(self) -> "Model":
         """Switch to evaluation mode (running statistics, no dropout)."""
@@ -187,17 +191,29 @@ class Model(Layer):
 
     def train_step(self, x, y):
         """Run one compiled training step on numpy arrays or Tensors: ``(out, loss)``."""
-        self.train()
+        self.train(True)
         return self(x, y)
 
     def evaluate(self, x, y=None):
-        """Run the compiled inference graph on ``x``; returns the outputs of ``forward``."""
+        """Run the compiled inference graph (eval mode) on ``x``; returns ``forward(x)``.
+
+        With ``y`` and a ``loss(out, y)`` method on the model (the #696 style), the graph also
+        computes the loss and ``(out, loss)`` is returned."""
         was = self.training
         self.eval()
         try:
-            return self(x)
+            if y is None:
+                return self(x)
+            if not callable(getattr(self, "loss", None)):
+                raise TypeError(f"evaluate(x, y) needs a loss(out, y) method on "
+                                f"{type(self).__name__}; call evaluate(x) for the outputs")
+            return self._run("_forward_and_loss", (x, y))
         finally:
             self.train(was)
+
+    def _forward_and_loss(self, x, y):
+        out = self.forward(x)
+        return out, self.loss(out, y)
 
     # ------------------------------------------------------------------ reports
     @property

@@ -70,16 +70,28 @@ def _losses(make, x, y, graph, steps=20, bs=16):
     return out
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn", "resnet"])
+def _small_xception():
+    ex = cli.load_example("xception")
+    cfg = dict(ex.SMALL)
+    size = cfg.pop("size")
+    return ex.XceptionModel(num_classes=10, in_channels=3, image_size=size, **cfg), size
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "resnet", "xception"])
 def test_graph_and_eager_losses_agree(name):
-    size = {"mlp": None, "cnn": 28, "resnet": 8}[name]
+    size = {"mlp": None, "cnn": 28, "resnet": 8, "xception": None}[name]
     x, y, _, _ = data.load_digits(pad_to=size)
     x, y = x[:320], y[:320]
     make = {"mlp": lambda: zoo.MLP(hidden=(64,)),
             "cnn": lambda: zoo.CNN(channels=(8, 16)),
-            "resnet": lambda: zoo.ResNet(widths=(8, 16))}[name]
+            "resnet": lambda: zoo.ResNet(widths=(8, 16)),
+            "xception": lambda: _small_xception()[0]}[name]
     if name == "mlp":
         x = x.reshape(len(x), -1)
+    if name == "xception":  # the example feeds 3-channel images resized to its input size
+        side = _small_xception()[1]
+        x = data.resize_images(x, side, mode="nearest")
+        x = np.ascontiguousarray(np.repeat(x, 3, axis=1))
     g = _losses(make, x, y, graph=True)
     e = _losses(make, x, y, graph=False)
     assert np.all(np.isfinite(g))

@@ -485,3 +485,45 @@ def test_castable_feeds_reuse_the_cached_plan():
     plan = m.last_plan
     m(x.astype(np.float64), y.astype(np.int64))
     assert m.last_plan is plan and len(m.plans) == 1
+
+
+class _Net696(model.Model):
+    """The model of SINGA issue #696: forward, loss and optim as separate methods."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2 = layer.Linear(32), layer.Linear(10)
+        self.sgd = opt.SGD(lr=0.05)
+
+    def forward(self, x):
+        return self.l2(autograd.relu(self.l1(x)))
+
+    def loss(self, out, y):
+        return autograd.softmax_cross_entropy(out, y)
+
+    def train_one_batch(self, x, y):
+        out = self.forward(x)
+        loss = self.loss(out, y)
+        self.sgd.backward_and_update(loss)
+        return out, loss
+
+
+def test_issue_696_flow_train_and_evaluate_with_loss():
+    sg_random.seed(0)
+    m = _Net696()
+    m.construct_graph(Placeholder((16, 20)), Placeholder((16,), singa_graph.ir.dtypes.int32))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 20)).astype(np.float32)
+    y = rng.integers(0, 10, 16)
+    losses = [float(m.train(x, y)[1].data) for _ in range(30)]
+    assert losses[-1] < 0.5 * losses[0]
+    assert m.training and len(m.plans) == 1
+    out, loss = m.evaluate(x, y)
+    ref = m.evaluate(x)
+    np.testing.assert_allclose(out.data, ref.data)
+    logp = ref.data - ref.data.max(1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+    np.testing.assert_allclose(float(loss.data), -logp[np.arange(16), y].mean(), rtol=1e-5)
+    assert m.training, "evaluate restores the mode"
+    with pytest.raises(TypeError, match="loss"):
+        build("mlp").evaluate(x, y)
