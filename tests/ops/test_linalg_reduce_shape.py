@@ -88,3 +88,16 @@ def test_shape_errors():
         ops.split(sg.Placeholder((2, 3)), 1, [1, 1])
     with pytest.raises(sg.ShapeError, match="Transpose"):
         ops.transpose(sg.Placeholder((2, 3)), (0, 0))
+
+
+def test_flatten_and_cast_gradients():
+    x = rng.standard_normal((2, 3, 4))
+    check_grad(lambda t: ops.flatten(t, 2), x)
+    np.testing.assert_array_equal(eager(lambda t: ops.flatten(t, 0), x), x.reshape(1, 24))
+    y = eager(lambda t: ops.cast(t, np.float32), x)
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, x.astype(np.float32))
+    # a float64 -> float32 -> float64 round trip keeps the gradient; the function is linear, so
+    # a wide step only averages out float32 rounding
+    check_grad(lambda t: ops.cast(ops.cast(t, np.float32), np.float64), x, eps=1e-2,
+               rtol=1e-4, atol=1e-5)
