@@ -93,9 +93,12 @@ def rowwise(code):
 
 # ---------------------------------------------------------------------- elementwise
 @njit(cache=True)
-def _relu_grad(dy, y, dx, c):
+def _relu_grad(dy, y, dx, zero):
+    # ``zero`` has the array's dtype: a float64 literal here turned the select into a
+    # mispredicted branch, 20x slower when dx overwrites dy in place (the planned case)
     for i in range(dx.shape[0]):
-        dx[i] = dy[i] if y[i] > 0 else 0.0
+        v = dy[i]
+        dx[i] = v if y[i] > 0 else zero
 
 
 @njit(cache=True)

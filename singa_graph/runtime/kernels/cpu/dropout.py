@@ -9,9 +9,11 @@ from .activation import contiguous, flat
 
 @njit(cache=True)
 def _apply(x, m, y, ratio, scale):
+    zero = m.dtype.type(0)  # a float64 literal would make the select a branch
     for i in range(x.shape[0]):
-        m[i] = scale if m[i] >= ratio else 0.0
-        y[i] = x[i] * m[i]
+        v = scale if m[i] >= ratio else zero
+        m[i] = v
+        y[i] = x[i] * v
 
 
 @kernel("Dropout")
