@@ -20,10 +20,12 @@ test: install
 demo: install
 	$(PY) examples/cnn.py --graph --epochs 10
 
+# torch is pinned to a CPU build here; any torch >= 2.0 works for bench/step_time.py
 bench: install
-	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) -m pip install -q 'torch==2.13.0' -e '.[bench]'
 	$(PY) bench/memory.py
 	$(PY) bench/overhead.py
+	$(PY) bench/step_time.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -21,6 +21,7 @@ from .ir.graph import Graph
 from .ir.op import building
 from .ir.tensor import Placeholder, Tensor
 from .layer import Layer
+from . import opt as _opt
 from .opt import Optimizer
 from .passes.compile import compile as _compile
 
@@ -32,6 +33,11 @@ def _flat(out):
         return list(out), type(out)
     raise TypeError(f"train_one_batch/forward must return a Tensor or a tuple of Tensors, got "
                     f"{type(out).__name__}")
+
+
+def _input_dtype(a) -> np.dtype:
+    """numpy's default float64 data feeds float32 models, as in SINGA's from_numpy."""
+    return np.dtype(np.float32) if a.dtype == np.float64 else a.dtype
 
 
 def _as_array(v):
@@ -54,6 +60,7 @@ class Model(Layer):
         self.graph_mode = True
         self.schedule = "memory"
         self._plans: dict = {}
+        self.poison = False
         self._last_plan = None
         self.optimizer: Optimizer | None = getattr(self, "optimizer", None)
 
@@ -111,22 +118,23 @@ class Model(Layer):
             self.schedule = "sequential"
 
     # ------------------------------------------------------------------ running
-    def __call__(self, *args, **kw):
+    def __call__(self, *args):
         if self.training:
             return self._run("train_one_batch", args)
         return self._run("forward", args)
 
-    def _placeholder(self, x, i) -> Placeholder:
+    @staticmethod
+    def _placeholder(x, i) -> Placeholder:
         if isinstance(x, Placeholder):
             return x
         a = x if isinstance(x, Tensor) else np.asarray(x)
-        dtype = a.dtype if not (isinstance(a, np.ndarray) and a.dtype == np.float64) else np.float32
-        return Placeholder(a.shape, dtype, name=f"input{i}")
+        return Placeholder(a.shape, _input_dtype(a), name=f"input{i}")
 
     def _run(self, method: str, args):
         if not self.graph_mode:
             autograd.training = self.training
-            ts = [a if isinstance(a, Tensor) else Tensor(data=a, requires_grad=False)
+            ts = [a if isinstance(a, Tensor) else
+                  Tensor(data=np.asarray(a, _input_dtype(np.asarray(a))), requires_grad=False)
                   for a in args]
             return getattr(self, method)(*ts)
         arrays = [_as_array(a) for a in args]
@@ -169,15 +177,12 @@ class Model(Layer):
     def _build(self, method, args):
         phs = [self._placeholder(a, i) for i, a in enumerate(args)]
         autograd.training = self.training
-        from . import opt as _opt
-
         _opt.take_graph_updates()
         with building():
             outs, kind = _flat(getattr(self, method)(*phs))
         tokens, optimizers = _opt.take_graph_updates()
         graph = Graph(outs + tokens, inputs=phs, name=f"{type(self).__name__}.{method}")
-        plan = _compile(graph, schedule=self.schedule, fetches=outs,
-                        poison=getattr(self, "poison", False))
+        plan = _compile(graph, schedule=self.schedule, fetches=outs, poison=self.poison)
         return plan, kind, optimizers
 
     # ------------------------------------------------------------------ SINGA #696 flow
