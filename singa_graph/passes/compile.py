@@ -6,7 +6,7 @@ from .schedule import schedule as _schedule
 
 
 def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: bool = False,
-            inplace: bool = True, validate: bool = True):
+            inplace: bool = True, validate: bool = True, blas_threads: int | None = 1):
     """Schedule ``graph``, plan its memory and bind kernels.
 
     Args:
@@ -17,6 +17,8 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
         fetches: the tensors ``run`` returns (default: all graph outputs).
         poison: fill dead arena regions with NaN after every step (debugging).
         inplace: let elementwise ops overwrite inputs that die at them.
+        blas_threads: BLAS threads while the plan runs (None leaves BLAS alone); see
+            :mod:`singa_graph.runtime.threads` for why one is the default.
     """
     from ..runtime.plan import ExecutionPlan
 
@@ -24,4 +26,5 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
         graph.validate()
     order = _schedule(graph, schedule)
     memory = plan_memory(graph, order, schedule=schedule, inplace=inplace)
-    return ExecutionPlan(graph, memory, fetches=fetches, device=device, poison=poison)
+    return ExecutionPlan(graph, memory, fetches=fetches, device=device, poison=poison,
+                         blas_threads=blas_threads)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import DTypeError, GraphError, ShapeError
 from .registry import get_kernel
+from .threads import blas_threads
 
 
 class ExecutionPlan:
@@ -26,13 +27,15 @@ class ExecutionPlan:
         fetches: the tensors ``run`` returns.
     """
 
-    def __init__(self, graph, memory, fetches=None, device=None, poison: bool = False):
+    def __init__(self, graph, memory, fetches=None, device=None, poison: bool = False,
+                 blas_threads: int | None = 1):
         self.graph = graph
         self.memory = memory
         self.inputs = list(graph.inputs)
         self.fetches = list(graph.outputs if fetches is None else fetches)
         self.device = device or (self.inputs[0].device if self.inputs else None)
         self.poison = poison
+        self.blas_threads = blas_threads
         kind = self.device.kind if self.device is not None else "cpu"
         self.arena = _aligned_bytes(memory.arena_bytes)
         self._arrays = self._bind_arrays()
@@ -116,11 +119,12 @@ class ExecutionPlan:
         Wrong, missing or unknown feeds raise before any step runs, so nothing is updated.
         """
         self._load_feeds(feeds)
-        if self.poison:
-            self._run_poisoned()
-        else:
-            for step in self.steps:
-                step()
+        with blas_threads(self.blas_threads):
+            if self.poison:
+                self._run_poisoned()
+            else:
+                for step in self.steps:
+                    step()
         return [a.copy() for a in self._fetch_arrays]
 
     def _run_poisoned(self) -> None:
@@ -140,11 +144,12 @@ class ExecutionPlan:
         self._load_feeds(feeds)
         times = np.zeros((repeat, len(self.steps)))
         clock = time.perf_counter
-        for r in range(repeat):
-            for i, step in enumerate(self.steps):
-                t0 = clock()
-                step()
-                times[r, i] = clock() - t0
+        with blas_threads(self.blas_threads):
+            for r in range(repeat):
+                for i, step in enumerate(self.steps):
+                    t0 = clock()
+                    step()
+                    times[r, i] = clock() - t0
         return Profile(self.nodes, np.median(times, axis=0))
 
     def __repr__(self):
