@@ -1,14 +1,44 @@
 """Batch-norm kernels: Numba loops parallel over channels, statistics in float64.
 
-Inputs are viewed as ``(N, C, S)`` (S = H*W, or 1 for 2-d inputs). The variance is computed
-in a second pass over the centred values, which stays accurate when |mean| >> std. Small
-inputs run on one thread (see ``conv.PARALLEL_WORK``).
+Inputs are viewed as ``(N, C, S)`` (S = H*W, or 1 for 2-d inputs). Each reduction is one
+pass over the contiguous S-planes of a channel, accumulated per plane in float64 by small
+helpers compiled with ``fastmath={"reassoc"}`` so LLVM may vectorise the sums (the only
+licence taken: reordering the additions); the plane sums are added serially. The forward's
+one pass takes the sum and the sum of squares of ``x - K``, K being the channel's first
+value: this shifted form keeps the variance accurate when |mean| >> std, as the two-pass
+form did, without a second pass. Small inputs run on one thread (see ``conv.PARALLEL_WORK``).
 """
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from ...registry import kernel
 from .conv import loops, pick
+
+_REASSOC = {"reassoc"}
+
+
+@njit(cache=True, fastmath=_REASSOC)
+def _shifted_sums(v, k):
+    """``(sum(v - k), sum((v - k)**2))`` of a 1-d array, in float64."""
+    s = 0.0
+    s2 = 0.0
+    for i in range(v.shape[0]):
+        d = v[i] - k
+        s += d
+        s2 += d * d
+    return s, s2
+
+
+@njit(cache=True, fastmath=_REASSOC)
+def _grad_sums(g, v, mu):
+    """``(sum(g), sum(g * (v - mu)))`` of two 1-d arrays, in float64."""
+    s = 0.0
+    sx = 0.0
+    for i in range(g.shape[0]):
+        gi = np.float64(g[i])
+        s += gi
+        sx += gi * (v[i] - mu)
+    return s, sx
 
 
 @loops
@@ -16,23 +46,23 @@ def _BN_TRAIN(x, scale, bias, y, mean_out, inv_out, rm, rv, momentum, eps):
     n_, c_, s_ = x.shape
     m = n_ * s_
     for c in prange(c_):
+        k = np.float64(x[0, c, 0]) if m else 0.0  # the shift, a sample near the mean
         acc = 0.0
+        acc2 = 0.0
         for n in range(n_):
-            for i in range(s_):
-                acc += x[n, c, i]
-        mu = acc / m
-        acc = 0.0
-        for n in range(n_):
-            for i in range(s_):
-                d = x[n, c, i] - mu
-                acc += d * d
-        var = acc / m
+            s, s2 = _shifted_sums(x[n, c], k)
+            acc += s
+            acc2 += s2
+        dm = acc / m  # mean - k
+        var = max(acc2 / m - dm * dm, 0.0)
+        mu = k + dm
         inv = 1.0 / np.sqrt(var + eps)
         a = scale[c] * inv
         b = bias[c] - mu * a
         for n in range(n_):
+            xr, yr = x[n, c], y[n, c]
             for i in range(s_):
-                y[n, c, i] = x[n, c, i] * a + b
+                yr[i] = xr[i] * a + b
         mean_out[c] = mu
         inv_out[c] = inv
         unbiased = var * m / (m - 1) if m > 1 else var
@@ -47,8 +77,9 @@ def _BN_EVAL(x, scale, bias, rm, rv, y, eps):
         a = scale[c] / np.sqrt(rv[c] + eps)
         b = bias[c] - rm[c] * a
         for n in range(n_):
+            xr, yr = x[n, c], y[n, c]
             for i in range(s_):
-                y[n, c, i] = x[n, c, i] * a + b
+                yr[i] = xr[i] * a + b
 
 
 @loops
@@ -56,22 +87,25 @@ def _BN_GRAD(dy, x, scale, mean, inv, dx, dscale, dbias):
     n_, c_, s_ = x.shape
     m = n_ * s_
     for c in prange(c_):
-        mu, iv = mean[c], inv[c]
+        mu, iv = np.float64(mean[c]), np.float64(inv[c])
         sg = 0.0
         sgx = 0.0
-        for n in range(n_):
-            for i in range(s_):
-                g = dy[n, c, i]
-                sg += g
-                sgx += g * (x[n, c, i] - mu)
+        for n in range(n_):  # one fused pass: sum(dy) and sum(dy * (x - mu))
+            s, sx = _grad_sums(dy[n, c], x[n, c], mu)
+            sg += s
+            sgx += sx
         ds = sgx * iv  # sum(dy * xhat)
         dbias[c] = sg
         dscale[c] = ds
+        # dx = scale*inv/m * (m*dy - sum(dy) - xhat*sum(dy*xhat)) = p*dy - q*(x - mu) - r
         k = scale[c] * iv / m
+        p = k * m
+        q = k * ds * iv
+        r = k * sg
         for n in range(n_):
+            gr, xr, dr = dy[n, c], x[n, c], dx[n, c]
             for i in range(s_):
-                xhat = (x[n, c, i] - mu) * iv
-                dx[n, c, i] = k * (m * dy[n, c, i] - sg - xhat * ds)
+                dr[i] = p * gr[i] - q * (xr[i] - mu) - r
 
 
 def _ncs(a):
