@@ -19,7 +19,7 @@ import _common  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from singa_graph import autograd, model  # noqa: E402
+from singa_graph import autograd, zoo  # noqa: E402
 
 FULL = dict(stem=(32, 64), entry=(128, 256, 728), middle=8, exit=(1024, 1536, 2048), size=299)
 SMALL = dict(stem=(8, 16), entry=(24, 32, 48), middle=2, exit=(64, 96, 128), size=32)
@@ -169,21 +169,11 @@ class Xception(autograd.Layer):
         return x
 
 
-class XceptionModel(model.Model):
+class XceptionModel(zoo.Classifier):
     """The Xception layer as a trainable Model: softmax cross-entropy and the optimizer."""
 
     def __init__(self, **kw):
-        super().__init__()
-        self.net = Xception(**kw)
-
-    def forward(self, x):
-        return self.net(x)
-
-    def train_one_batch(self, x, y):
-        out = self.forward(x)
-        loss = autograd.softmax_cross_entropy(out, y)
-        self.optimizer(loss)
-        return out, loss
+        super().__init__(Xception(**kw))
 
 
 def main(argv=None) -> float | None:

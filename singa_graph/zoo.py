@@ -22,6 +22,17 @@ class _Classifier(model.Model):
         return out, loss
 
 
+class Classifier(_Classifier):
+    """Any layer (or callable on a tensor) as a trainable classifier Model."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        return self.net(x)
+
+
 class MLP(_Classifier):
     """``in -> hidden -> ReLU -> ... -> num_classes`` (784-256-256-10 by default)."""
 

@@ -547,28 +547,14 @@ def test_seed003_xception_eager_training_step(xception_ns):
 
 def test_seed003_xception_compiles_in_graph_mode(xception_ns):
     """The same model, traced on Placeholders into one training graph and compiled."""
-    from singa_graph import autograd, model as sg_model, opt
+    from singa_graph import opt, zoo
     from singa_graph.ir import dtypes
     from singa_graph.ir.tensor import Placeholder
     from singa_graph.passes.verify import verify
 
     net = xception_ns["model"]
 
-    class XceptionModel(sg_model.Model):
-        def __init__(self, net):
-            super().__init__()
-            self.net = net
-
-        def forward(self, x):
-            return self.net(x)
-
-        def train_one_batch(self, x, y):
-            out = self.forward(x)
-            loss = autograd.softmax_cross_entropy(out, y)
-            self.optimizer(loss)
-            return out, loss
-
-    m = XceptionModel(net)
+    m = zoo.Classifier(net)
     m.set_optimizer(opt.SGD(lr=0.1, momentum=0.9, weight_decay=1e-5))
     t0 = time.perf_counter()
     m.construct_graph(Placeholder((1, 3, 299, 299), dtypes.float32),
@@ -587,7 +573,7 @@ def test_seed003_xception_compiles_in_graph_mode(xception_ns):
 
 def test_seed003_xception_graph_step_matches_eager_loss(xception_ns):
     """One compiled training step gives the eager loss at the same parameters and data."""
-    from singa_graph import autograd, model as sg_model, opt
+    from singa_graph import autograd, opt, zoo
     from singa_graph.ir.op import no_grad
 
     ns = xception_ns
@@ -596,21 +582,7 @@ def test_seed003_xception_graph_step_matches_eager_loss(xception_ns):
     with no_grad():
         ref = float(autograd.softmax_cross_entropy(net(tx), ty).data)
 
-    class XceptionModel(sg_model.Model):
-        def __init__(self, net):
-            super().__init__()
-            self.net = net
-
-        def forward(self, x):
-            return self.net(x)
-
-        def train_one_batch(self, x, y):
-            out = self.forward(x)
-            loss = autograd.softmax_cross_entropy(out, y)
-            self.optimizer(loss)
-            return out, loss
-
-    m = XceptionModel(net)
+    m = zoo.Classifier(net)
     m.set_optimizer(opt.SGD(lr=0.1, momentum=0.9, weight_decay=1e-5))
     m.compile([tx], is_train=True, use_graph=True)
     w = net.fc.W.data.copy()
