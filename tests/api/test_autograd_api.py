@@ -23,70 +23,19 @@ def restore_training():
     autograd.training = old
 
 
-class ManualSGD:
-    """Stands in for ``opt.SGD`` in the seeds: plain ``p -= lr * g`` on the data."""
-
-    def __init__(self, lr):
-        self.lr = lr
-
-    def update(self, p, g):
-        p.data -= self.lr * g.data
-
-
-def mlp_data(n=400):
-    """The data of SINGA's examples/mlp: points above/below the line y = 5x + 1."""
-    r = np.random.default_rng(0)
-    x = r.uniform(-1, 1, n)
-    y = 5 * x + 1 + 2 * r.standard_normal(n)
-    label = (5 * x + 1 > y).astype(np.int64)
-    onehot = np.zeros((n, 2), np.float32)
-    onehot[np.arange(n), label] = 1
-    return np.stack([x, y], 1).astype(np.float32), onehot
-
-
-# ---------------------------------------------------------------------- seed 002: operations
-def run_operation_only_mlp(data, label, iterations=10):
-    """Seed 002 "only operations" MLP, verbatim but for ``sgd`` and the loss record."""
-    w0 = Tensor(shape=(2, 3), requires_grad=True, stores_grad=True)
-    w0.gaussian(0.0, 0.1)
-    b0 = Tensor(shape=(1, 3), requires_grad=True, stores_grad=True)
-    b0.set_value(0.0)
-
-    w1 = Tensor(shape=(3, 2), requires_grad=True, stores_grad=True)
-    w1.gaussian(0.0, 0.1)
-    b1 = Tensor(shape=(1, 2), requires_grad=True, stores_grad=True)
-    b1.set_value(0.0)
-
-    inputs = Tensor(data=data)  # data matrix
-    target = Tensor(data=label) # label vector
-    autograd.training = True    # for training
-    sgd = ManualSGD(0.05)   # optimizer  (seed: opt.SGD(0.05))
-
-    losses = []
-    for i in range(iterations):
-        x = autograd.matmul(inputs, w0) # matrix multiplication
-        x = autograd.add_bias(x, b0)    # add the bias vector
-        x = autograd.relu(x)            # ReLU activation operation
-
-        x = autograd.matmul(x, w1)
-        x = autograd.add_bias(x, b1)
-
-        loss = autograd.softmax_cross_entropy(x, target)
-
-        for p, g in autograd.backward(loss):
-            sgd.update(p, g)
-        losses.append(float(tensor.to_numpy(loss)))
-    return losses, (w0, b0, w1, b1)
-
-
-def test_seed_operation_only_mlp_int32_one_hot_targets():
-    """SINGA's examples/mlp casts the one-hot targets to int32; that works as well."""
-    seed(0)
-    data_, label = mlp_data()
-    f, _ = run_operation_only_mlp(data_, label, iterations=5)
-    seed(0)
-    i, _ = run_operation_only_mlp(data_, label.astype(np.int32), iterations=5)
-    np.testing.assert_allclose(f, i, rtol=1e-6)
+def test_int32_one_hot_targets_match_float_ones():
+    """SINGA's examples/mlp casts its one-hot targets to int32; the loss and the gradient are
+    those of the float targets."""
+    logits = rng.standard_normal((6, 3)).astype(np.float32)
+    onehot = np.eye(3, dtype=np.float32)[rng.integers(0, 3, 6)]
+    res = []
+    for t in (onehot, onehot.astype(np.int32)):
+        x = Tensor(data=logits.copy(), requires_grad=True, stores_grad=True)
+        loss = autograd.softmax_cross_entropy(x, Tensor(data=t, requires_grad=False))
+        (g,) = [g.data for _, g in autograd.backward(loss)]
+        res.append((float(loss.data), g))
+    assert res[0][0] == pytest.approx(res[1][0], rel=1e-6)
+    np.testing.assert_allclose(res[0][1], res[1][1], rtol=1e-6)
 
 
 def test_eager_mlp_training_on_digits_with_layers():
