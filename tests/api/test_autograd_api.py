@@ -1,5 +1,5 @@
-"""singa_graph.autograd: SINGA's functional API in eager mode. The seed documents' code runs
-verbatim in test_seeds.py; here the operation-only MLP checks int32 one-hot targets."""
+"""singa_graph.autograd: SINGA's functional API in eager mode (the seed documents' code runs
+verbatim in test_seeds.py)."""
 import importlib.util
 import sys
 
