@@ -175,10 +175,10 @@ class Optimizer:
 
     # checkpoints ------------------------------------------------------------------------
     def get_states(self) -> dict[str, np.ndarray]:
-        """Optimizer state keyed by ``<param name>/<slot>`` plus hyperparameters."""
+        """Optimizer state keyed by ``<param name>/<slot>``, plus ``hyper/<name>`` for the
+        hyperparameters and the step counter (what :meth:`load_states` takes back)."""
         out = {k: t.data for k, t in self.state_tensors().items()}
-        out.update({f"hyper/{k}": t.data for k, t in self._tensors.items()})
-        out["step_counter"] = np.asarray(self.step_counter)
+        out.update({f"hyper/{k}": v for k, v in self.hyper_states().items()})
         return out
 
     def state_tensors(self) -> dict[str, Tensor]:
