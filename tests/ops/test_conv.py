@@ -32,6 +32,11 @@ CASES = [
     (4, 6, 2, (1, 1), 1, 0, 1, 3, 3),                  # grouped pointwise
     (3, 2, 1, (1, 1), 2, 0, 1, 5, 5),                  # 1x1 strided: im2col path
     (2, 3, 1, (2, 3), 1, (0, 1, 1, 2), 1, 4, 5),       # ONNX 4-tuple (asymmetric) pads
+    # stride 1 with no more output than input channels per group: the input gradient runs
+    # as a transposed (flipped-kernel) forward conv
+    (6, 4, 1, (3, 3), 1, 1, 1, 5, 5),
+    (4, 4, 4, (3, 3), 1, 2, 2, 6, 6),                  # depthwise, dilated
+    (4, 2, 2, (2, 3), 1, (0, 1, 1, 2), (2, 1), 5, 5),  # grouped, asymmetric pads, dilated
 ]
 
 
@@ -61,7 +66,7 @@ def test_conv_forward_matches_onnx(case, dtype):
     np.testing.assert_allclose(nobias, ref - b[:, None, None], rtol=tol, atol=10 * tol)
 
 
-@pytest.mark.parametrize("case", [CASES[1], CASES[2], CASES[3], CASES[6], CASES[8]])
+@pytest.mark.parametrize("case", [CASES[1], CASES[2], CASES[3], CASES[6], CASES[8], *CASES[9:]])
 def test_conv_gradients(case):
     c, o, g, k, s, p, d, h, w = case
     h, w = min(h, 5), min(w, 5)

@@ -137,11 +137,40 @@ def conv2d(op, ins, outs):
     return step
 
 
+def _transposed_conv(op, dy, w, dx):
+    """For stride 1, the input gradient is a forward conv of ``dy`` with the kernel flipped
+    and in/out channels swapped per group, padded by ``dilation*(k-1) - pad``: im2col + GEMM,
+    no scatter-add (col2im was the slowest piece of the backward). Its im2col runs over the
+    ``og`` channels of ``dy`` where col2im ran over the ``cg`` of ``dx``, so it is used when
+    ``og <= cg`` (1.2-3.5x faster there, 1.3x slower at og = 2 cg). None when not used."""
+    o, cg, kh, kw = w.shape
+    (dh, dw), (pt, pl, pb, pr) = op.dilation, op.padding
+    pads = (dh * (kh - 1) - pt, dw * (kw - 1) - pl, dh * (kh - 1) - pb, dw * (kw - 1) - pr)
+    g = op.groups
+    og = o // g
+    if op.stride != (1, 1) or min(pads) < 0 or og > cg:
+        return None
+    wt = np.empty((g * cg, og, kh, kw), w.dtype)
+    wt5 = wt.reshape(g, cg, og, kh, kw)
+    flipped = w.reshape(g, og, cg, kh, kw)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
+    fwd = conv2d(types.SimpleNamespace(stride=(1, 1), padding=pads, dilation=op.dilation,
+                                       groups=g), [dy, wt], [dx])
+
+    def step():
+        np.copyto(wt5, flipped)  # the weights change every step
+        fwd()
+    return step
+
+
 @kernel("Conv2dGradInput")
 def conv2d_grad_input(op, ins, outs):
     dy, w = ins
     (dx,) = outs
     gm = _Geom(op, dx.shape, w.shape, dy.shape)
+    if not gm.pointwise:
+        step = _transposed_conv(op, dy, w, dx)
+        if step is not None:
+            return step
     w3t = _view(w, (gm.g, gm.og, gm.k)).transpose(0, 2, 1)
     dy4 = _view(dy, (gm.n, gm.g, gm.og, gm.l))
     if gm.pointwise:
