@@ -24,6 +24,7 @@ from .layer import Layer
 from . import opt as _opt
 from .opt import Optimizer
 from .passes.compile import compile as _compile
+from .runtime.threads import blas_threads
 
 
 def _flat(out):
@@ -136,7 +137,8 @@ class Model(Layer):
             ts = [a if isinstance(a, Tensor) else
                   Tensor(data=np.asarray(a, _input_dtype(np.asarray(a))), requires_grad=False)
                   for a in args]
-            return getattr(self, method)(*ts)
+            with blas_threads(1):  # the thread policy of compiled plans, see runtime/threads
+                return getattr(self, method)(*ts)
         arrays = [_as_array(a) for a in args]
         plan, kind, optimizers = self._entry(method, args, arrays)
         outs = plan.run(arrays)
