@@ -57,32 +57,16 @@ def gradients(y, dy=None) -> dict:
     return dict(backward(y, dy))
 
 
-# ---------------------------------------------------------------------- activations
-def relu(x):
-    """``max(x, 0)``."""
-    return _ops.relu(x)
-
-
-def leakyrelu(x, a=0.01):
-    """``x`` for ``x > 0``, ``a * x`` otherwise."""
-    return _ops.leakyrelu(x, a)
-
-
-def sigmoid(x):
-    return _ops.sigmoid(x)
-
-
-def tanh(x):
-    return _ops.tanh(x)
-
-
-def softmax(x, axis=1):
-    """Normalised exponentials along ``axis``."""
-    return _ops.softmax(x, axis)
-
-
-def log_softmax(x, axis=1):
-    return _ops.log_softmax(x, axis)
+# Ops whose SINGA signature is ours as well are the ops themselves (one definition, one
+# docstring); the functions below adapt the others. ``conv2d`` takes our attributes where
+# SINGA's takes a cuDNN/DNNL handle.
+relu, leakyrelu, sigmoid, tanh = _ops.relu, _ops.leakyrelu, _ops.sigmoid, _ops.tanh
+softmax, log_softmax = _ops.softmax, _ops.log_softmax
+add, sub, div, pow = _ops.add, _ops.sub, _ops.div, _ops.pow
+log, sqrt, sign, identity = _ops.log, _ops.sqrt, _ops.sign, _ops.identity
+reshape, flatten = _ops.reshape, _ops.flatten
+mse_loss, argmax = _ops.mse_loss, _ops.argmax
+conv2d, max_pool2d, avg_pool2d = _ops.conv2d, _ops.max_pool2d, _ops.avg_pool2d
 
 
 # ---------------------------------------------------------------------- arithmetic
@@ -104,45 +88,17 @@ def gemm(A, B, C=None, alpha=1.0, beta=1.0, transA=0, transB=0):
     return _ops.gemm(A, B, C, alpha, beta, bool(transA), bool(transB))
 
 
-def add(a, b):
-    return _ops.add(a, b)
-
-
-def sub(a, b):
-    return _ops.sub(a, b)
-
-
 def mul(x, y):
     """Elementwise product (broadcasting)."""
     return _ops.mul(x, y)
-
-
-def div(a, b):
-    return _ops.div(a, b)
-
-
-def pow(a, b):
-    return _ops.pow(a, b)
 
 
 def exp(a):
     return _ops.exp(a)
 
 
-def log(x):
-    return _ops.log(x)
-
-
-def sqrt(x):
-    return _ops.sqrt(x)
-
-
 def abs(a):
     return _ops.abs(a)
-
-
-def sign(a):
-    return _ops.sign(a)
 
 
 def negative(x):
@@ -151,10 +107,6 @@ def negative(x):
 
 def reciprocal(x):
     return _ops.div(1.0, x)
-
-
-def identity(x):
-    return _ops.identity(x)
 
 
 def cast(x, to):
@@ -189,15 +141,6 @@ def reduce_mean(x, axes=None, keepdims=1):
 
 
 # ---------------------------------------------------------------------- shapes
-def reshape(x, shape):
-    return _ops.reshape(x, shape)
-
-
-def flatten(x, axis=1):
-    """2-d view ``(prod(shape[:axis]), prod(shape[axis:]))``."""
-    return _ops.flatten(x, axis)
-
-
 def transpose(x, shape=None):
     """Permute the axes by ``shape`` (SINGA's name for the permutation)."""
     return _ops.transpose(x, shape)
@@ -230,19 +173,9 @@ def _float_targets(x, t):
     return t
 
 
-def mse_loss(x, t):
-    """SINGA's mean squared error."""
-    return _ops.mse_loss(x, t)
-
-
 def cross_entropy(x, t):
     """Cross-entropy of probabilities ``x`` and targets ``t``."""
     return _ops.cross_entropy(x, t)
-
-
-def argmax(x, axis=-1, keepdims=False):
-    """Indices of the maxima (no gradient); e.g. for accuracy."""
-    return _ops.argmax(x, axis, keepdims)
 
 
 # ---------------------------------------------------------------------- nn
@@ -252,25 +185,11 @@ def dropout(x, seed=None, ratio=0.5, training=None):
     return _ops.dropout(x, ratio, _flag["training"] if training is None else training, seed)
 
 
-def conv2d(x, W, b=None, stride=1, padding=0, dilation=1, groups=1):
-    """2-d convolution of NCHW ``x`` with ``W`` ``(out, in/groups, kh, kw)``. (SINGA's
-    ``conv2d(handle, x, W, b)`` takes a cuDNN/DNNL handle instead of the attributes.)"""
-    return _ops.conv2d(x, W, b, stride, padding, dilation, groups)
-
-
 def batchnorm_2d(x, scale, bias, running_mean, running_var, momentum=0.9, eps=1e-5,
                  training=None):
     """Batch normalisation; ``training`` defaults to the module flag."""
     return _ops.batchnorm_2d(x, scale, bias, running_mean, running_var, momentum, eps,
                              _flag["training"] if training is None else training)
-
-
-def max_pool2d(x, kernel, stride=None, padding=0):
-    return _ops.max_pool2d(x, kernel, stride, padding)
-
-
-def avg_pool2d(x, kernel, stride=None, padding=0):
-    return _ops.avg_pool2d(x, kernel, stride, padding)
 
 
 def globalaveragepool(x, data_format="channels_first"):

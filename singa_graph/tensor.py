@@ -311,52 +311,18 @@ def _into(out, y):
     return out
 
 
-def abs(t):
-    return _ops.abs(t)
-
-
-def exp(t):
-    return _ops.exp(t)
-
-
-def log(t):
-    return _ops.log(t)
-
-
-def sqrt(t):
-    return _ops.sqrt(t)
-
-
-def sign(t):
-    return _ops.sign(t)
+# the ops themselves, under SINGA's tensor-module names
+abs, exp, log, sqrt, sign = _ops.abs, _ops.exp, _ops.log, _ops.sqrt, _ops.sign
+tanh, sigmoid, relu = _ops.tanh, _ops.sigmoid, _ops.relu
 
 
 def square(t):
     return _ops.mul(t, t)
 
 
-def _act(name, t, *args):
-    fn = getattr(_ops, name, None)
-    if fn is None:
-        raise NotImplementedError(f"tensor.{name}: the op {name} is not available yet")
-    return fn(t, *args)
-
-
-def tanh(t):
-    return _act("tanh", t)
-
-
-def sigmoid(t):
-    return _act("sigmoid", t)
-
-
-def relu(t):
-    return _act("relu", t)
-
-
 def softmax(t, out=None):
     """Softmax over the last axis of a 2-d tensor (axis 1)."""
-    return _into(out, _act("softmax", t))
+    return _into(out, _ops.softmax(t))
 
 
 def pow(t, x, out=None):
