@@ -110,9 +110,6 @@ class Tensor:
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
 
-    def ndim_(self):  # pragma: no cover - kept for SINGA code that calls t.ndim()
-        return self.ndim
-
     def __len__(self):
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")

@@ -26,9 +26,6 @@ class Device:
         return hash((self.kind, self.id))
 
     # SINGA names
-    def id_(self):  # pragma: no cover - SINGA's Device.id() clashes with the attribute
-        return self.id
-
     def SetRandSeed(self, seed: int):
         """SINGA-compatible: seeds the generator used by initialisers on this device."""
         from .. import random as _random
