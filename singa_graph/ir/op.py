@@ -120,11 +120,10 @@ class Operation:
         from ..runtime.registry import run_eager
 
         inputs = [x if isinstance(x, Tensor) else _constant(x, inputs) for x in inputs]
-        node_id = next(_node._ids)  # only for the error message and a stable default name
         try:
             specs = list(self.infer(*inputs))
         except (ShapeError, DTypeError) as e:
-            label = self.name or f"{self.type}_{node_id}"
+            label = self.name or f"{self.type}_{next(_node._ids)}"  # the node it would have been
             raise type(e)(f"{self.type} (node {label}): {e}") from None
         device = inputs[0].device if inputs else None
         eager = not is_building() and all(x.data is not None for x in inputs)
