@@ -36,3 +36,8 @@ class CheckpointError(SingaGraphError, ValueError):
 
 class DeviceError(SingaGraphError, RuntimeError):
     """A device is unavailable or a tensor lives on the wrong device."""
+
+
+class ToolMissingError(SingaGraphError, RuntimeError):
+    """An external program a dump needs (Graphviz ``dot``, an SVG-to-PNG converter) is not
+    installed; the message says how to install it."""

@@ -36,6 +36,7 @@ class ExecutionPlan:
         self.device = device or (self.inputs[0].device if self.inputs else None)
         self.poison = poison
         self.blas_threads = blas_threads
+        self.last_profile = None  # the most recent profile(), shown by viz.dump
         kind = self.device.kind if self.device is not None else "cpu"
         self.arena = _aligned_bytes(memory.arena_bytes)
         self._arrays = self._bind_arrays()
@@ -150,7 +151,15 @@ class ExecutionPlan:
                     t0 = clock()
                     step()
                     times[r, i] = clock() - t0
-        return Profile(self.nodes, np.median(times, axis=0))
+        self.last_profile = Profile(self.nodes, np.median(times, axis=0))
+        return self.last_profile
+
+    def memory_map(self, width: int = 80, legend: bool = True) -> str:
+        """A character map of the arena, one row per step with its live kB (as TensorFlow
+        Lite Micro's planner prints it); see :func:`singa_graph.viz.memory_map`."""
+        from ..viz import memory_map
+
+        return memory_map(self, width=width, legend=legend)
 
     def __repr__(self):
         return (f"ExecutionPlan({len(self.steps)} steps, arena {self.memory.arena_bytes} B, "
