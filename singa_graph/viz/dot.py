@@ -20,11 +20,14 @@ def _html(s: str) -> str:
             .replace('"', "&quot;"))
 
 
-def node_label(n, scope: bool = False) -> str:
+def node_label(n, scope: bool = False, name: bool = True) -> str:
     """An HTML-like label: step and op in bold, then the node name (and its layer when no
-    cluster box shows it)."""
+    cluster box shows it; only the layer with ``name=False``)."""
     head = f"#{n.step}  {n.op}" if n.step is not None else n.op
-    sub = n.name + (f"  ({n.scope})" if scope and n.scope else "")
+    layer = n.scope if scope and n.scope else ""
+    sub = (n.name + (f"  ({layer})" if layer else "")) if name else layer
+    if not sub:
+        return f"<<B>{_html(head)}</B>>"
     return f'<<B>{_html(head)}</B><BR/><FONT POINT-SIZE="9">{_html(sub)}</FONT>>'
 
 
@@ -102,9 +105,12 @@ def _emit_cluster(lines, name, sub, prefix, phase, indent, counter, edges, boxed
     lines.append(f"{pad}}}")
 
 
-def to_dot(view: View, leaves: bool = True) -> str:
+def to_dot(view: View, leaves: bool = True, edge_labels: bool = True,
+           node_names: bool = True) -> str:
     """DOT text of ``view``. With ``leaves=False`` only op nodes and the edges between them
-    are drawn (inputs, parameters and state are left out)."""
+    are drawn (inputs, parameters and state are left out). For compact pictures (documents),
+    ``edge_labels=False`` keeps shapes and dtypes as edge tooltips only and
+    ``node_names=False`` labels nodes with step, op and layer, without the node name."""
     lines = [f"digraph {quote(view.name)} {{",
              '  graph [rankdir=TB, fontname="Helvetica", fontsize=12, nodesep=0.2, '
              'ranksep=0.3, labelloc=t, label=' + quote(_title(view)) + "];",
@@ -125,7 +131,7 @@ def to_dot(view: View, leaves: bool = True) -> str:
             _emit_cluster(clusters, k, sub[k], "", phase, 1, counter, view.edges, boxed)
     for n in view.nodes:
         tip = f"{ROLE_TEXT[n.role]}" + (f", layer {n.scope}" if n.scope else "")
-        lines.append(f"  {quote(n.name)} [label={node_label(n, n.name not in boxed)}, "
+        lines.append(f"  {quote(n.name)} [label={node_label(n, n.name not in boxed, node_names)}, "
                      f"fillcolor={quote(COLORS[n.role])}, tooltip={quote(tip)}];")
     lines.extend(clusters)
     leaf_names = {t.name for t in view.leaves}
@@ -133,8 +139,9 @@ def to_dot(view: View, leaves: bool = True) -> str:
         if not leaves and e.src in leaf_names:
             continue
         lab = f"{shape_text(e.shape)} {short_dtype(e.dtype)}"
-        lines.append(f"  {quote(e.src)} -> {quote(e.dst)} [label={quote(lab)}, "
-                     f"tooltip={quote(e.tensor)}];")
+        attr = f"label={quote(lab)}, tooltip={quote(e.tensor)}" if edge_labels else \
+            f"tooltip={quote(f'{e.tensor}: {lab}')}"
+        lines.append(f"  {quote(e.src)} -> {quote(e.dst)} [{attr}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -35,13 +35,14 @@ def write_atomic(path: str, data: bytes | str) -> None:
         raise
 
 
-def graphviz(dot_text: str, fmt: str) -> bytes:
-    """Render DOT text with Graphviz's ``dot`` program into ``fmt`` ('svg' or 'png')."""
+def graphviz(dot_text: str, fmt: str, dpi: int = 110) -> bytes:
+    """Render DOT text with Graphviz's ``dot`` program into ``fmt`` ('svg' or 'png'; ``dpi``
+    sets a PNG's resolution)."""
     exe = shutil.which("dot")
     if exe is None:
         raise ToolMissingError(f"dumping {fmt!r} needs Graphviz's `dot` program, which is not "
                                f"on PATH: {GRAPHVIZ_ADVICE}")
-    args = [exe, f"-T{fmt}"] + (["-Gdpi=110"] if fmt == "png" else [])
+    args = [exe, f"-T{fmt}"] + ([f"-Gdpi={dpi}"] if fmt == "png" else [])
     r = subprocess.run(args, input=dot_text.encode("utf-8"), capture_output=True, timeout=300)
     if r.returncode != 0:
         raise RuntimeError(f"dot -T{fmt} failed: {r.stderr.decode(errors='replace')[:2000]}")

@@ -50,7 +50,7 @@ def timeline_svg(view: View, width: int = 960, height: int = 430, title: bool = 
     steps = len(view.schedule)
     arena, bound = view.arena_bytes, view.lower_bound
     top = max([arena, bound, 1] + view.live) * 1.06
-    left, right, upper, lower = 64, 170, 46 if title else 14, 40
+    left, right, upper, lower = 64, 196, 46 if title else 14, 40
     pw, ph = width - left - right, height - upper - lower
     xs = lambda s: left + pw * s / steps  # noqa: E731
     ys = lambda b: upper + ph * (1 - b / top)  # noqa: E731
@@ -68,7 +68,7 @@ def timeline_svg(view: View, width: int = 960, height: int = 430, title: bool = 
                    f'{human_bytes(r.get("no_reuse_bytes", 0))}, persistent '
                    f'{human_bytes(r.get("persistent_bytes", 0))} (outside the arena)</text>')
     unit, uname = _tick_unit(top)
-    tick = _nice_step(top / unit, 5)
+    tick = _nice_step(top / unit, 6)
     v = 0.0
     while v * unit <= top:
         y = ys(v * unit)

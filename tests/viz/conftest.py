@@ -12,8 +12,10 @@ from singa_graph.ir.tensor import Placeholder
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def artifacts_dir() -> str:
-    """Where tests leave files for people to look at (screenshots)."""
+@pytest.fixture
+def artifacts() -> str:
+    """Where tests leave files for people to look at (screenshots): test-artifacts/ in the
+    repository, or $SINGA_GRAPH_TEST_ARTIFACTS."""
     d = os.environ.get("SINGA_GRAPH_TEST_ARTIFACTS", os.path.join(REPO, "test-artifacts"))
     os.makedirs(d, exist_ok=True)
     return d

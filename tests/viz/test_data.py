@@ -103,3 +103,37 @@ def test_model_and_errors(cnn_plan, tmp_path):
     assert viz.format_of("a/b.memory.svg") == "memory.svg"
     assert viz.format_of("x.SNAPSHOT.pickle") == "snapshot.pickle"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_memory_svg_draws_every_buffer(cnn_plan, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    p = tmp_path / "cnn.memory.svg"
+    viz.dump(cnn_plan, p)
+    root = ET.parse(p).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    rects = [r for r in root.iter(f"{ns}rect") if "buf" in r.get("class", "").split()]
+    assert len(rects) == len(cnn_plan.memory.intervals)
+    assert [ln.get("class") for ln in root.iter(f"{ns}line") if ln.get("class")] == \
+        ["arena", "bound"]
+    assert len(list(root.iter(f"{ns}polyline"))) == 1  # the live-bytes curve
+
+
+def test_layer_scopes_are_per_thread():
+    """Nodes remember the layer that made them; a scope entered in one thread is not seen
+    by nodes created in another."""
+    import threading
+
+    from singa_graph.ir import node as _node
+
+    seen = {}
+
+    def other():
+        seen["scope"] = _node.current_scope()
+
+    with _node.scope("block1.conv1"):
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert _node.current_scope() == "block1.conv1"
+    assert seen["scope"] is None and _node.current_scope() is None

@@ -15,8 +15,6 @@ import pytest
 from singa_graph import viz
 from singa_graph.viz.extract import extract
 
-from conftest import artifacts_dir
-
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -88,7 +86,7 @@ def test_html_profile_section(cnn_plan, tmp_path):
     assert text.count("<td class='num'>") > len(cnn_plan.nodes)
 
 
-def test_chromium_renders_cnn_training_plan(cnn_plan, tmp_path):
+def test_chromium_renders_cnn_training_plan(cnn_plan, tmp_path, artifacts):
     browser = _browser()
     view = extract(cnn_plan)
     page = viz.to_html(view)
@@ -120,6 +118,6 @@ def test_chromium_renders_cnn_training_plan(cnn_plan, tmp_path):
     assert seen["highlighted"] >= 1
     console = [ln for ln in r.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
     assert console == []
-    shot = os.path.join(artifacts_dir(), "cnn_train_html.png")
+    shot = os.path.join(artifacts, "cnn_train_html.png")
     r = _run(browser, path.as_uri(), "--window-size=1600,1100", f"--screenshot={shot}")
     assert r.returncode == 0 and os.path.getsize(shot) > 10_000, r.stderr[-2000:]
