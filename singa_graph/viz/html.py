@@ -98,6 +98,11 @@ SCRIPT = r"""
   });
   nodes.forEach(g => g.addEventListener('click', () => selectNode(g.dataset.name)));
   rows.forEach(r => r.addEventListener('click', () => selectNode(r.dataset.name)));
+  const pane = document.getElementById('graph');  // start with the first node in view
+  if (nodes.length) {
+    const box = nodes[0].getBoundingClientRect(), pb = pane.getBoundingClientRect();
+    pane.scrollLeft = Math.max(0, box.left - pb.left - (pb.width - box.width) / 2);
+  }
   document.body.dataset.ready = String(nodes.length) + ' nodes, ' + rects.length + ' buffers';
 })();
 """
@@ -117,10 +122,12 @@ def _facts(view: View) -> str:
         "</p>"
 
 
-def _legend() -> str:
+def _legend(view: View) -> str:
+    """The colours of the roles present in the graph and the timeline."""
+    present = {n.role for n in view.nodes} | {"workspace" for b in view.buffers if b.workspace}
     return "<p>" + "".join(f"<span class='key' style='background:{COLORS[r]}'></span>"
                            f"{ROLE_TEXT[r]}" for r in ("forward", "backward", "update",
-                                                       "workspace")) + "</p>"
+                                                       "workspace") if r in present) + "</p>"
 
 
 def _schedule_table(view: View) -> str:
@@ -163,10 +170,11 @@ def to_html(view: View) -> str:
     data = json.dumps(view.to_dict(), default=str).replace("</", "<\\/")
     parts = ["<!DOCTYPE html>", "<html lang='en'><head><meta charset='utf-8'>",
              f"<title>{escape(view.name)}</title><style>{CSS}</style></head><body>",
-             f"<h1>{escape(view.name)}</h1>", _facts(view), "<div class='row'>",
+             f"<h1>{escape(view.name)}</h1>", _facts(view), _legend(view),
+             "<div class='row'>",
              f"<div id='graph'>{graph_svg(view)}</div><div id='right'>"]
     if view.schedule:
-        parts += ["<h2>Memory timeline</h2>", _legend(), timeline_svg(view, title=False),
+        parts += ["<h2>Memory timeline</h2>", timeline_svg(view, title=False),
                   "<p>Hover over a buffer for its tensor; click a node or a schedule row to "
                   "highlight its buffers.</p>"]
     parts += ["<div id='info'>Click a node or a buffer.</div></div></div>"]

@@ -95,7 +95,7 @@ def timeline_svg(view: View, width: int = 960, height: int = 430, title: bool = 
                    f'width="{max(x1 - x0, 0.5):.2f}" height="{max(y1 - y0, 0.5):.2f}" '
                    f'fill="{fill}" stroke="#ffffff" stroke-width="0.6">'
                    f'<title>{escape(buffer_tip(b))}</title></rect>')
-        if labels and (x1 - x0) > 6.2 * len(b.tensor) + 6 and (y1 - y0) > 13:
+        if labels and (x1 - x0) > 6.6 * len(b.tensor) + 8 and (y1 - y0) > 13:
             out.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{(y0 + y1) / 2 + 4:.1f}" '
                        f'font-size="10" text-anchor="middle" fill="#222" '
                        f'pointer-events="none">{escape(b.tensor)}</text>')

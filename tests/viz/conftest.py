@@ -40,3 +40,4 @@ def cnn_plan():
 def resnet_plan():
     """A ResNet training plan: nested layer scopes (``stages.0.conv1``) for the clusters."""
     return training_plan(zoo.ResNet(widths=(4, 8), blocks=1), (1, 8, 8), batch=2)[1]
+

@@ -11,11 +11,15 @@ from singa_graph.errors import GraphError
 from singa_graph.viz.charmap import CHARS
 from singa_graph.viz.extract import extract
 
+from viz_plans import expected_buffers, expected_live, workspaces
+
 
 def _check_buffers(plan, buffers):
     mp = plan.memory
     groups = [b for b in buffers if not b["workspace"]]
     assert len(groups) == len(mp.intervals)
+    ws = {b["first"]: (b["offset"], b["size"]) for b in buffers if b["workspace"]}
+    assert ws == workspaces(plan)
     by_offset = {(mp.offsets[g], mp.intervals[g]): g for g in mp.intervals}
     for b in groups:
         g = by_offset[(b["offset"], (b["first"], b["last"]))]
@@ -34,7 +38,10 @@ def test_json_has_nodes_edges_schedule_and_buffers(cnn_plan, tmp_path):
     assert d["schedule"] == [n.name for n in cnn_plan.nodes]
     assert len(d["edges"]) == sum(len(n.inputs) for n in cnn_plan.graph.nodes)
     assert d["arena_bytes"] == cnn_plan.memory.arena_bytes
-    assert max(d["live"]) == cnn_plan.memory.lower_bound
+    assert d["live"] == expected_live(cnn_plan)
+    assert max(d["live"]) <= cnn_plan.memory.arena_bytes
+    if not workspaces(cnn_plan):
+        assert max(d["live"]) == cnn_plan.memory.lower_bound
     assert sum(t["nbytes"] for t in d["persistent"]) == cnn_plan.memory.persistent_bytes
     _check_buffers(cnn_plan, d["buffers"])
     roles = {n["role"] for n in d["nodes"]}
@@ -54,12 +61,14 @@ def test_workspace_buffers_are_marked(cnn_plan, monkeypatch):
     """MemoryPlan.workspace maps a step to the (offset, bytes) of its kernel's scratch."""
     mp = cnn_plan.memory
     step = 0
+    before = expected_live(cnn_plan)[step] - sum(
+        n for s, (_, n) in workspaces(cnn_plan).items() if s == step)
     monkeypatch.setattr(mp, "workspace", {step: (mp.arena_bytes, 4096)}, raising=False)
     view = extract(cnn_plan)
     (ws,) = [b for b in view.buffers if b.workspace]
     assert (ws.first, ws.last, ws.size, ws.offset) == (step, step, 4096, mp.arena_bytes)
     assert ws.producer == cnn_plan.nodes[step].name
-    assert view.live[step] == mp.profile[step] + 4096
+    assert view.live[step] == before + 4096
     d = json.loads(viz.to_json(view))
     assert sum(b["workspace"] for b in d["buffers"]) == 1
     assert 'class="buf ws"' in viz.timeline_svg(view)
@@ -113,7 +122,7 @@ def test_memory_svg_draws_every_buffer(cnn_plan, tmp_path):
     root = ET.parse(p).getroot()
     ns = "{http://www.w3.org/2000/svg}"
     rects = [r for r in root.iter(f"{ns}rect") if "buf" in r.get("class", "").split()]
-    assert len(rects) == len(cnn_plan.memory.intervals)
+    assert len(rects) == expected_buffers(cnn_plan)
     assert [ln.get("class") for ln in root.iter(f"{ns}line") if ln.get("class")] == \
         ["arena", "bound"]
     assert len(list(root.iter(f"{ns}polyline"))) == 1  # the live-bytes curve

@@ -15,6 +15,8 @@ import pytest
 from singa_graph import viz
 from singa_graph.viz.extract import extract
 
+from viz_plans import expected_buffers
+
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -72,8 +74,8 @@ def test_html_is_self_contained(cnn_plan, tmp_path):
     assert "@import" not in text and "url(http" not in text
     data = re.search(r"<script type='application/json' id='viz-data'>(.*?)</script>", text,
                      re.S).group(1)
-    assert len(json.loads(data.replace("<\\/", "</"))["buffers"]) == len(
-        cnn_plan.memory.intervals)
+    assert len(json.loads(data.replace("<\\/", "</"))["buffers"]) == \
+        expected_buffers(cnn_plan)
 
 
 def test_html_profile_section(cnn_plan, tmp_path):
@@ -103,7 +105,7 @@ def test_chromium_renders_cnn_training_plan(cnn_plan, tmp_path, artifacts):
                       .replace("&lt;", "<").replace("&gt;", ">"))
     assert seen["errors"] == []
     assert seen["nodes"] == len(cnn_plan.graph.nodes)
-    assert seen["buffers"] == len(view.buffers) == len(cnn_plan.memory.intervals)
+    assert seen["buffers"] == len(view.buffers) == expected_buffers(cnn_plan)
     assert seen["rows"] == len(cnn_plan.nodes)
     assert seen["ready"] == f"{seen['nodes']} nodes, {seen['buffers']} buffers"
     b0 = view.buffers[0]
@@ -121,3 +123,11 @@ def test_chromium_renders_cnn_training_plan(cnn_plan, tmp_path, artifacts):
     shot = os.path.join(artifacts, "cnn_train_html.png")
     r = _run(browser, path.as_uri(), "--window-size=1600,1100", f"--screenshot={shot}")
     assert r.returncode == 0 and os.path.getsize(shot) > 10_000, r.stderr[-2000:]
+
+
+def test_html_of_a_bare_graph(cnn_plan):
+    from singa_graph.ir.graph import Graph
+
+    text = viz.to_html(extract(Graph(cnn_plan.graph.outputs)))
+    assert text.count("class=\"node\"") == len(cnn_plan.graph.nodes)
+    assert "rect class=\"buf" not in text and "no plan" in text
