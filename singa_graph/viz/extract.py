@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import GraphError
 
-ROLES = ("input", "parameter", "state", "forward", "backward", "update")
+ROLES = ("input", "parameter", "state", "output", "forward", "backward", "update")
 
 
 @dataclass
@@ -161,7 +161,7 @@ def _leaf_role(t, inputs) -> str:
 
 def _scope(n) -> str | None:
     """The node's layer; an optimizer update belongs to its parameter's layer."""
-    s = getattr(n, "scope", None)
+    s = n.scope
     if s is None and n.op.run_asap and n.op.mutates:
         owner, _, _ = n.inputs[n.op.mutates[0]].name.rpartition(".")
         s = owner or None

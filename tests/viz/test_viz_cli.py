@@ -41,8 +41,14 @@ def test_every_example_has_dump(name, capsys):
     assert "--dump DIR" in capsys.readouterr().out
 
 
-def test_example_dump_writes_pictures(tmp_path, capsys):
+def test_example_dump_writes_pictures(tmp_path, capsys, monkeypatch):
     pytest.importorskip("sklearn")
+    import shutil
+
+    which = shutil.which
+    # the formats that need no external program (rendering is tested in test_viz_dot)
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name in (
+        "dot", "rsvg-convert") else which(name, *a, **k))
     d = tmp_path / "pics"
     cli.load_example("mlp").main(["--epochs", "1", "--limit", "40", "--batch-size", "16",
                                   "--quiet", "--dump", str(d)])
