@@ -6,13 +6,13 @@ helpers compiled with ``fastmath={"reassoc"}`` so LLVM may vectorise the sums (t
 licence taken: reordering the additions); the plane sums are added serially. The forward's
 one pass takes the sum and the sum of squares of ``x - K``, K being the channel's first
 value: this shifted form keeps the variance accurate when |mean| >> std, as the two-pass
-form did, without a second pass. Small inputs run on one thread (see ``conv.PARALLEL_WORK``).
+form did, without a second pass. Small inputs run on one thread (see ``loops.PARALLEL_WORK``).
 """
 import numpy as np
 from numba import njit, prange
 
 from ...registry import kernel
-from .conv import loops, pick
+from .loops import loops, pick
 
 _REASSOC = {"reassoc"}
 
