@@ -1,12 +1,13 @@
 """The pipeline: Graph + options -> ExecutionPlan."""
 from __future__ import annotations
 
+from .fuse import fuse as _fuse
 from .memory import plan_memory
 from .schedule import schedule as _schedule
 
 
 def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: bool = False,
-            inplace: bool = True, validate: bool = True):
+            inplace: bool = True, validate: bool = True, fuse: bool = True):
     """Schedule ``graph``, plan its memory and bind kernels.
 
     Args:
@@ -17,6 +18,8 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
         fetches: the tensors ``run`` returns (default: all graph outputs).
         poison: fill dead arena regions with NaN after every step (debugging).
         inplace: let elementwise ops overwrite inputs that die at them.
+        fuse: fold ReLUs into the convolution / batch norm before them and ReLU backwards
+            into the batch norm backward after them (see :mod:`.fuse`); rewrites ``graph``.
 
     Plans run under the process-wide thread policy of :mod:`singa_graph.runtime.threads`.
     """
@@ -24,6 +27,8 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
 
     if validate:
         graph.validate()
+    if fuse:
+        _fuse(graph)
     order = _schedule(graph, schedule)
     if device is None and graph.inputs:
         device = graph.inputs[0].device

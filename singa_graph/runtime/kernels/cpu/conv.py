@@ -172,14 +172,23 @@ def conv2d(op, ins, outs, ws):
     w3 = _view(w, (gm.g, gm.og, gm.k))
     y4 = _view(y, (gm.n, gm.g, gm.og, gm.l))
     bias = _view(ins[2], (gm.o, 1, 1)) if len(ins) == 3 else None
+    relu = getattr(op, "relu", False)
+    zero = y.dtype.type(0)
+
+    def epilogue(a, b):
+        """Bias and the fused ReLU on samples ``[a, b)``, while they are still cached."""
+        if bias is not None:
+            np.add(y[a:b], bias, out=y[a:b])
+        if relu:
+            np.maximum(y[a:b], zero, out=y[a:b])  # the ReLU kernel's own ufunc: same bits
+
     if gm.pointwise:  # a 1x1 conv is a GEMM on x itself
         x4 = _view(x, (gm.n, gm.g, gm.cg, gm.l))
 
         def part(t):
             a, b = gm.samples(t)
             np.matmul(w3, x4[a:b], out=y4[a:b])
-            if bias is not None:
-                np.add(y[a:b], bias, out=y[a:b])
+            epilogue(a, b)
     else:
         chunks = gm.columns(x, carve(ws, *gm.cols_specs() * gm.parts))
 
@@ -187,9 +196,7 @@ def conv2d(op, ins, outs, ws):
             for n0, m, col, c4 in chunks[t]:
                 col.im2col()
                 np.matmul(w3, c4, out=y4[n0:n0 + m])
-            if bias is not None:
-                a, b = gm.samples(t)
-                np.add(y[a:b], bias, out=y[a:b])
+                epilogue(n0, n0 + m)
 
     return lambda: threads.parallel(part, gm.parts)
 
