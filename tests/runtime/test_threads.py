@@ -74,3 +74,19 @@ def test_parallel_runs_every_part_once_and_reraises():
         assert "part 2" in str(e)
     else:
         raise AssertionError("the error of a worker part was lost")
+
+
+def test_large_matmuls_split_into_blocks_and_match(monkeypatch):
+    from singa_graph.runtime.kernels.cpu import linalg
+
+    rng = np.random.default_rng(0)
+    monkeypatch.setattr(linalg, "SPLIT_FLOPS", 0)
+    monkeypatch.setattr(threads, "num_threads", lambda: 3)
+    for (m, k, n) in [(7, 5, 4), (4, 5, 9)]:  # split by rows, then by columns
+        a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+        y = np.empty((m, n))
+        linalg.split_matmul(a, b, y)()
+        np.testing.assert_allclose(y, a @ b, rtol=1e-12)
+        yt = np.empty((n, m))
+        linalg.split_matmul(b.T, a.T, yt)()  # transposed views
+        np.testing.assert_allclose(yt, (a @ b).T, rtol=1e-12)
