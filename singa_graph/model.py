@@ -24,7 +24,6 @@ from .layer import Layer
 from . import opt as _opt
 from .opt import Optimizer
 from .passes.compile import compile as _compile
-from .runtime.threads import blas_threads
 
 
 def _flat(out):
@@ -137,8 +136,7 @@ class Model(Layer):
             ts = [a if isinstance(a, Tensor) else
                   Tensor(data=np.asarray(a, _input_dtype(np.asarray(a))), requires_grad=False)
                   for a in args]
-            with blas_threads(1):  # the thread policy of compiled plans, see runtime/threads
-                return getattr(self, method)(*ts)
+            return getattr(self, method)(*ts)
         arrays = [_as_array(a) for a in args]
         plan, kind, optimizers = self._entry(method, args, arrays)
         outs = plan.run(arrays)
@@ -179,13 +177,23 @@ class Model(Layer):
     def _build(self, method, args):
         phs = [self._placeholder(a, i) for i, a in enumerate(args)]
         autograd.training = self.training
+        state_before = self._optimizer_state_ids()
         _opt.take_graph_updates()
         with building():
             outs, kind = _flat(getattr(self, method)(*phs))
         tokens, optimizers = _opt.take_graph_updates()
         graph = Graph(outs + tokens, inputs=phs, name=f"{type(self).__name__}.{method}")
         plan = _compile(graph, schedule=self.schedule, fetches=outs, poison=self.poison)
+        # optimizer state that tracing this plan created (momentum buffers...) is memory
+        # the plan brought into existence, so its report counts it
+        plan.created_state_bytes = sum(
+            t.nbytes for o in optimizers for t in o.state_tensors().values()
+            if id(t) not in state_before)
         return plan, kind, optimizers
+
+    def _optimizer_state_ids(self) -> set:
+        o = self.optimizer
+        return set() if o is None else {id(t) for t in o.state_tensors().values()}
 
     # ------------------------------------------------------------------ SINGA #696 flow
     def construct_graph(self, x: Placeholder, y: Placeholder | None = None) -> None:

@@ -6,7 +6,7 @@ gradient and update nodes of a layer in a cluster of their own next to its forwa
 """
 from __future__ import annotations
 
-from .extract import View, shape_text, short_dtype
+from .extract import View, op_text, shape_text, short_dtype
 from .style import COLORS, ROLE_TEXT
 
 
@@ -23,7 +23,7 @@ def _html(s: str) -> str:
 def node_label(n, scope: bool = False, name: bool = True) -> str:
     """An HTML-like label: step and op in bold, then the node name (and its layer when no
     cluster box shows it; only the layer with ``name=False``)."""
-    head = f"#{n.step}  {n.op}" if n.step is not None else n.op
+    head = f"#{n.step}  {op_text(n)}" if n.step is not None else op_text(n)
     layer = n.scope if scope and n.scope else ""
     sub = (n.name + (f"  ({layer})" if layer else "")) if name else layer
     if not sub:
@@ -135,12 +135,15 @@ def to_dot(view: View, leaves: bool = True, edge_labels: bool = True,
                      f"fillcolor={quote(COLORS[n.role])}, tooltip={quote(tip)}];")
     lines.extend(clusters)
     leaf_names = {t.name for t in view.leaves}
+    role = {n.name: n.role for n in view.nodes}
     for e in view.edges:
         if not leaves and e.src in leaf_names:
             continue
         lab = f"{shape_text(e.shape)} {short_dtype(e.dtype)}"
         attr = f"label={quote(lab)}, tooltip={quote(e.tensor)}" if edge_labels else \
             f"tooltip={quote(f'{e.tensor}: {lab}')}"
+        if role.get(e.src) == "forward" and role.get(e.dst) != "forward":
+            attr += ", weight=0"  # saved activations: keep the forward chain straight
         lines.append(f"  {quote(e.src)} -> {quote(e.dst)} [{attr}];")
     lines.append("}")
     return "\n".join(lines) + "\n"

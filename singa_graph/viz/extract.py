@@ -113,6 +113,12 @@ def short_dtype(dt) -> str:
     return "bool" if d.kind == "b" else f"{d.kind}{d.itemsize * 8}"
 
 
+def op_text(n: VNode) -> str:
+    """The op as pictures name it: ``Conv2d+ReLU`` for a convolution the fusion pass gave a
+    ReLU epilogue."""
+    return n.op + ("+ReLU" if n.attrs.get("relu") == "True" else "")
+
+
 def shape_text(shape) -> str:
     return "x".join(str(s) for s in shape) if shape else "scalar"
 
@@ -161,7 +167,7 @@ def _leaf_role(t, inputs) -> str:
 
 def _scope(n) -> str | None:
     """The node's layer; an optimizer update belongs to its parameter's layer."""
-    s = n.scope
+    s = getattr(n, "scope", None)  # nodes made by passes may carry none
     if s is None and n.op.run_asap and n.op.mutates:
         owner, _, _ = n.inputs[n.op.mutates[0]].name.rpartition(".")
         s = owner or None

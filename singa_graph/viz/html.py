@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from html import escape
 
-from .extract import View, shape_text
+from .extract import View, op_text, shape_text
 from .layout import graph_svg
 from .style import COLORS, ROLE_TEXT, human_bytes
 from .timeline import timeline_svg
@@ -144,7 +144,7 @@ def _schedule_table(view: View) -> str:
         ms = (f"<td class='num'>{n.seconds * 1e3:.3f}</td>" if timed and n.seconds is not None
               else "<td></td>" if timed else "")
         out.append(f"<tr data-name='{escape(name)}'><td class='num'>{step}</td>"
-                   f"<td>{escape(name)}</td><td>{escape(n.op)}</td><td>{n.role}</td>"
+                   f"<td>{escape(name)}</td><td>{escape(op_text(n))}</td><td>{n.role}</td>"
                    f"<td>{escape(n.scope or '')}</td><td>{outs}</td>"
                    f"<td class='num'>{human_bytes(view.live[step])}</td>{ms}</tr>")
     out.append("</tbody></table>")

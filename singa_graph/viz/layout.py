@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from xml.sax.saxutils import escape
 
-from .extract import View, shape_text, short_dtype
+from .extract import View, op_text, shape_text, short_dtype
 from .style import COLORS, ROLE_TEXT
 
 CHAR_W, NODE_H, RANK_GAP, NODE_GAP = 6.6, 34, 34, 14
@@ -61,7 +61,7 @@ def layout(view: View) -> tuple[dict[str, tuple[float, float, float]], float, fl
 
 
 def _head(n) -> str:
-    return f"#{n.step} {n.op}" if n.step is not None else n.op
+    return f"#{n.step} {op_text(n)}" if n.step is not None else op_text(n)
 
 
 def graph_svg(view: View) -> str:

@@ -61,6 +61,7 @@ def test_dot_parses_back_with_pydot(cnn_plan, parsed_cnn):
     for n in cnn_plan.graph.nodes:
         label = nodes[n.name].get("label")
         assert f"#{step[n.name]}  {n.type}" in label and n.name in label
+        assert ("+ReLU" in label) == bool(getattr(n.op, "relu", False))  # fused epilogues
     fills = {nodes[n.name].get("fillcolor") for n in cnn_plan.graph.nodes}
     assert len(fills) == 3  # forward, backward, optimizer update
 
