@@ -20,6 +20,7 @@ from viz_plans import expected_buffers
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage",
          "--enable-logging=stderr", "--v=0"]
 
 # Runs before the page's own script: collects errors and console.error calls.
