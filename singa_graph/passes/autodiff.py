@@ -68,7 +68,7 @@ def iter_gradients(loss: Tensor, dy: Tensor | None = None) -> Iterator[tuple[Ten
         needs = [id(x) in wanted for x in n.inputs]
         dxs = [None] * len(n.inputs)
         if any(d is not None for d in dys) and any(needs) and n.op.differentiable:
-            with _node.scope(n.scope):  # gradient nodes belong to the layer of n
+            with _node.scope(getattr(n, "scope", None)):  # gradients belong to n's layer
                 dxs = list(n.op.gradient(n.inputs, n.outputs, dys, needs))
             if len(dxs) != len(n.inputs):
                 raise GraphError(f"gradient of {n.name} returned {len(dxs)} entries for "
