@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-test
 # skipped and say why.
 TOOLS_APT := graphviz librsvg2-bin chromium
 
-.PHONY: install tools test demo bench pictures clean
+.PHONY: install tools torch test demo bench pictures clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,7 +33,12 @@ tools:
 	         "that need them are skipped"; \
 	fi
 
-test: install tools
+# PyTorch (a local CPU build, pinned) lets the tests compare with it; best effort.
+torch: install
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q 'torch==2.13.0' || \
+	    echo "note: torch==2.13.0 could not be installed; the tests that compare with it are skipped"
+
+test: install tools torch
 	$(PY) -m pytest -q
 
 demo: install

@@ -64,7 +64,7 @@ class MemoryPlan:
         lower_bound: the live-bytes peak of this order (no placement can do better).
         no_reuse_bytes: the sum of all transient buffers (64-byte aligned) if none shared memory.
         persistent_bytes: inputs, parameters, optimizer state, constants and outputs.
-            schedule: the policy name that produced ``order``.
+        schedule: the policy name that produced ``order``.
         workspace: ``step -> (byte offset, bytes)`` of the kernel scratch of that step.
     """
 

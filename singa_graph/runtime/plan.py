@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from typing import NamedTuple
 
 import numpy as np
 
@@ -179,6 +180,16 @@ class ExecutionPlan:
                 f"schedule {self.memory.schedule!r})")
 
 
+class ProfileRow(NamedTuple):
+    """One node of a :class:`Profile`."""
+
+    name: str
+    type: str
+    seconds: float
+    workspace: int
+    flops: float
+
+
 class Profile:
     """Median time per node of a plan, with tables like SINGA's PrintTimeProfiling; GEMM-like
     nodes (convolutions and their gradients, matmuls) also show GFLOP/s, and every node the
@@ -186,8 +197,9 @@ class Profile:
 
     def __init__(self, nodes, seconds, workspace=None):
         workspace = workspace or [0] * len(nodes)
-        self.rows = sorted(zip((n.name for n in nodes), (n.type for n in nodes), seconds,
-                               workspace, (flops(n) for n in nodes)), key=lambda r: -r[2])
+        self.rows = sorted((ProfileRow(n.name, n.type, float(s), int(w), flops(n))
+                            for n, s, w in zip(nodes, seconds, workspace)),
+                           key=lambda r: -r.seconds)
         by_type: dict[str, list] = defaultdict(lambda: [0, 0.0])
         for _, t, s, _, _ in self.rows:
             by_type[t][0] += 1

@@ -192,8 +192,7 @@ def extract(obj, profile=None) -> View:
         profile = getattr(plan, "last_profile", None)
     roles = _roles(graph)
     step_of = {n.id: i for i, n in enumerate(memory.order)} if memory is not None else {}
-    # Profile.rows: (node name, op type, seconds, ...) per node
-    seconds = ({r[0]: float(r[2]) for r in profile.rows} if profile is not None else None)
+    seconds = ({r.name: r.seconds for r in profile.rows} if profile is not None else None)
     nodes = [VNode(name=n.name, op=n.type, role=roles[n.id], scope=_scope(n),
                    step=step_of.get(n.id), inputs=[x.name for x in n.inputs],
                    outputs=[o.name for o in n.outputs],
