@@ -26,6 +26,7 @@ bench: install
 	$(PY) bench/memory.py
 	$(PY) bench/overhead.py
 	$(PY) bench/step_time.py
+	$(PY) bench/dist.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
