@@ -54,7 +54,8 @@ class Communicator:
     """Ranks and deadline-guarded collectives over an MPI communicator.
 
     Args:
-        comm: an mpi4py communicator; ``MPI.COMM_WORLD`` by default.
+        comm: an mpi4py communicator; ``MPI.COMM_WORLD`` by default. It is duplicated, so
+            the collectives of different communicators never interfere.
         timeout: seconds a collective may take before :class:`DistError`; see the module
             docstring. It must exceed the longest time one rank can run ahead of another
             (e.g. the first step's compilation, or rank 0 writing a checkpoint).
@@ -68,7 +69,8 @@ class Communicator:
     def __init__(self, comm=None, timeout: float | None = None):
         MPI = mpi()
         self.MPI = MPI
-        self.comm = comm if comm is not None else MPI.COMM_WORLD
+        # a private copy: collectives of two models (in two threads) never match each other
+        self.comm = (comm if comm is not None else MPI.COMM_WORLD).Dup()
         self.timeout = float(default_timeout() if timeout is None else timeout)
         if not self.timeout > 0:
             raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
@@ -174,7 +176,7 @@ class Communicator:
         sys.stdout.flush()
         sys.stderr.flush()
         time.sleep(_FORWARD_OUTPUT)
-        self.comm.Abort(code)
+        self.MPI.COMM_WORLD.Abort(code)
 
     def __repr__(self):
         return (f"Communicator(rank {self.global_rank} of {self.world_size}, local rank "
