@@ -107,6 +107,28 @@ class DistOpt:
     def step(self) -> None:
         self.opt.step()
 
+    # SINGA's eager collectives ------------------------------------------------------------
+    def all_reduce(self, tensor) -> None:
+        """Sum a concrete tensor over all ranks, in place."""
+        self.communicator.allreduce(_contiguous(tensor), "all_reduce")
+
+    def fused_all_reduce(self, tensors, send: bool = True) -> None:
+        """Sum concrete tensors over all ranks in place, as one message (``send`` is
+        SINGA's; every call sends at once here)."""
+        arrays = [_contiguous(t) for t in tensors]
+        if not arrays:
+            return
+        buf = np.concatenate([a.reshape(-1) for a in arrays])
+        self.communicator.allreduce(buf, "fused_all_reduce")
+        off = 0
+        for a in arrays:
+            a.reshape(-1)[...] = buf[off:off + a.size]
+            off += a.size
+
+    def wait(self) -> None:
+        """SINGA's wait for outstanding communication: the collectives above complete
+        before they return, and graph-mode ones inside the step."""
+
     # first step ---------------------------------------------------------------------
     def sync(self, model) -> None:
         """Broadcast rank 0's parameters, buffers and optimizer state to every rank, after
@@ -245,3 +267,10 @@ class DistOpt:
 
     def __repr__(self):
         return f"DistOpt({self.opt!r}, {self.communicator!r})"
+
+
+def _contiguous(t) -> np.ndarray:
+    a = getattr(t, "data", t)
+    if not isinstance(a, np.ndarray) or not a.flags.c_contiguous:
+        raise TypeError("all_reduce takes concrete tensors (or C-contiguous arrays)")
+    return a

@@ -142,6 +142,13 @@ def test_partial_average_matches_numpy(semantics_results):
                                            cur[r][i], rtol=1e-6, err_msg=f"step {step} p{i}")
 
 
+def test_eager_all_reduce_and_fused_all_reduce_sum_in_place(semantics_results):
+    # ranks hold 1 and 2: a is summed twice (3, then 6), b once (3)
+    for r in range(2):
+        np.testing.assert_array_equal(semantics_results[f"eager-collectives/rank{r}"],
+                                      [6, 6, 6, 3, 3, 3, 3])
+
+
 # ---------------------------------------------------------------------------- failure
 def _gone(pid: int) -> bool:
     try:
@@ -218,3 +225,20 @@ def test_partial_update_through_a_model_averages_one_partition_per_step(semantic
 def test_sparse_update_through_a_model_keeps_ranks_equal(semantics_results, graph, topk):
     for s in range(3):
         assert semantics_results[f"e2e/{graph}/backward_and_sparse_update/{topk}/{s}"].all()
+
+
+def test_a_killed_rank_under_plain_mpiexec_stops_the_job(tmp_path):
+    """The default launch: Hydra's mpiexec tears the job down itself (or rank 0 notices the
+    dead peer first); either way nothing keeps running and the exit status is non-zero."""
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    p = subprocess.run([MPIEXEC, "-n", "2", sys.executable, os.path.join(HERE, "worker.py"),
+                        "kill", str(tmp_path), "60"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out
+    assert "BAD TERMINATION" in out or "DistError" in out, out
+    died = float((tmp_path / "died").read_text())
+    pid = int((tmp_path / "pid.0").read_text())
+    while not _gone(pid) and time.time() - died < 30:
+        time.sleep(0.1)
+    assert _gone(pid) and time.time() - died < 10

@@ -125,6 +125,12 @@ def semantics(out):
             every = np.empty((world,) + p.shape, np.float32)
             comm.allgather(np.ascontiguousarray(p.data), every)
             rows[f"partial/{step}/{i}/all"] = every
+    d = DistOpt(opt.SGD(), timeout=60)
+    a, b = (tensor.from_numpy(np.full(s, rank + 1.0, np.float32)) for s in ((3,), (2, 2)))
+    d.all_reduce(a)
+    d.fused_all_reduce([b, a])
+    d.wait()
+    rows[f"eager-collectives/rank{rank}"] = np.concatenate([a.data, b.data.ravel()])
     rows.update(end_to_end(comm))
     gathered = comm.comm.gather(rows, root=0)
     if rank == 0:
