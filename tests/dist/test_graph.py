@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 pytest.importorskip("mpi4py")
 
@@ -22,6 +23,22 @@ def test_fusion_follows_singa_rule():
     assert pdist.split([4, 4, 4], threshold=100, capacity=8) == [[0, 1], [2]]
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 50), max_size=30), st.integers(0, 60),
+       st.one_of(st.none(), st.integers(1, 80)))
+def test_fusion_keeps_order_and_bounds(sizes, threshold, capacity):
+    buckets = pdist.split(sizes, threshold, capacity)
+    assert sorted(i for b in buckets for i in b) == list(range(len(sizes)))
+    for b in buckets:
+        assert b == sorted(b)
+        total = sum(sizes[i] for i in b)
+        if len(b) > 1:  # fused: only gradients within the threshold, the last one tipping it
+            assert all(sizes[i] <= threshold for i in b)
+            assert sum(sizes[i] for i in b[:-1]) <= threshold
+            if capacity is not None:
+                assert total <= capacity
+
+
 @pytest.mark.parametrize("world", [1, 2, 3])
 def test_shards_are_disjoint_equal_and_cover(world):
     n = 103
@@ -38,7 +55,7 @@ def test_shards_are_disjoint_equal_and_cover(world):
         shard(n, world, world)
 
 
-def _model(graph, dist, threshold=100, seed=3):
+def _model(graph, dist, threshold=100, seed=3, poison=False):
     sg_random.seed(seed)
     m = zoo.CNN(bn=False, channels=(4, 8))
     sgd = opt.SGD(lr=0.05, momentum=0.9)
@@ -48,7 +65,7 @@ def _model(graph, dist, threshold=100, seed=3):
         m.set_optimizer(sgd)
     x = np.random.default_rng(0).random((6, 1, 8, 8)).astype(np.float32)
     y = np.arange(6, dtype=np.int32)
-    m.compile([x], is_train=True, use_graph=graph)
+    m.compile([x], is_train=True, use_graph=graph, poison=poison)
     return m, x, y
 
 
@@ -86,6 +103,16 @@ def test_one_rank_trains_exactly_like_the_wrapped_optimizer(graph):
     assert runs[0][0] == runs[1][0]
     for k, v in runs[0][1].items():
         np.testing.assert_array_equal(runs[1][1][k], v, err_msg=k)
+
+
+def test_buckets_survive_poison_mode():
+    """Poison mode overwrites every arena region after its last use: a bucket read after it
+    was freed, or reused while the all-reduce owns it, would turn into NaN."""
+    runs = []
+    for poison in (False, True):
+        m, x, y = _model(True, True, poison=poison)
+        runs.append([float(m(x, y)[1].data) for _ in range(3)])
+    assert runs[0] == runs[1] and np.isfinite(runs[1]).all()
 
 
 def test_checkpoints_hold_the_wrapped_optimizer_state(tmp_path):
