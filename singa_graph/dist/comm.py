@@ -22,6 +22,7 @@ import atexit
 import os
 import socket
 import sys
+import threading
 import time
 
 from ..errors import SingaGraphError
@@ -59,6 +60,11 @@ class Communicator:
         timeout: seconds a collective may take before :class:`DistError`; see the module
             docstring. It must exceed the longest time one rank can run ahead of another
             (e.g. the first step's compilation, or rank 0 writing a checkpoint).
+        progress: seconds between progress calls of a helper thread while non-blocking
+            collectives are in flight (None: no thread). MPICH advances a collective only
+            inside MPI calls, so without it an all-reduce started during the backward makes
+            no progress until its wait; the thread calls ``Iprobe`` on a private
+            communicator, which drives MPI's progress engine without touching the requests.
 
     Attributes:
         world_size: number of processes.
@@ -66,7 +72,8 @@ class Communicator:
         local_rank: its rank among the processes on the same host.
     """
 
-    def __init__(self, comm=None, timeout: float | None = None):
+    def __init__(self, comm=None, timeout: float | None = None,
+                 progress: float | None = 5e-4):
         MPI = mpi()
         self.MPI = MPI
         # a private copy: collectives of two models (in two threads) never match each other
@@ -86,6 +93,11 @@ class Communicator:
         self._pending: list = []  # started requests, tested by later starts for progress
         self.failed: str | None = None
         self.stats = {"bytes": 0, "wait_s": 0.0}  # all-reduced bytes, seconds blocked
+        self._busy = threading.Event()  # set while requests are in flight
+        self._progress = None
+        if (progress is not None and self.world_size > 1
+                and MPI.Query_thread() == MPI.THREAD_MULTIPLE):
+            self._progress = _ProgressThread(self.comm.Dup(), self._busy, float(progress))
         if self.world_size > 1:
             _install_abort_hooks(self)
 
@@ -94,6 +106,7 @@ class Communicator:
         """Start an in-place sum all-reduce of the contiguous array ``buf``."""
         req = self.comm.Iallreduce(self.MPI.IN_PLACE, buf, op=self.MPI.SUM)
         self._pending.append(req)
+        self._busy.set()
         return req
 
     def progress(self) -> None:
@@ -114,6 +127,8 @@ class Communicator:
                 self._pending.remove(req)
             except ValueError:
                 pass
+            if not self._pending:
+                self._busy.clear()
 
     def _poll(self, req, what: str) -> None:
         start = time.monotonic()
@@ -181,6 +196,31 @@ class Communicator:
     def __repr__(self):
         return (f"Communicator(rank {self.global_rank} of {self.world_size}, local rank "
                 f"{self.local_rank}, timeout {self.timeout:g} s)")
+
+
+class _ProgressThread(threading.Thread):
+    """Calls ``Iprobe`` every ``interval`` seconds while ``busy`` is set (see Communicator's
+    ``progress``). It stops at exit, before MPI is finalised."""
+
+    def __init__(self, probe_comm, busy: threading.Event, interval: float):
+        super().__init__(name="singa_graph-mpi-progress", daemon=True)
+        self.probe_comm, self.busy, self.interval = probe_comm, busy, interval
+        self.closed = False
+        atexit.register(self.close)
+        self.start()
+
+    def run(self):
+        while True:
+            self.busy.wait()
+            if self.closed:
+                return
+            self.probe_comm.Iprobe()
+            time.sleep(self.interval)
+
+    def close(self):
+        self.closed = True
+        self.busy.set()
+        self.join(1.0)
 
 
 def _install_abort_hooks(comm: Communicator) -> None:
