@@ -23,9 +23,9 @@ environment, and every worker reports:
   doubling sends ``log2(N) * payload`` for small messages), so this is the lower bound.
 
 On one machine the ranks share its cores: with more ranks than cores each rank runs slower,
-and MPICH only advances a non-blocking collective inside MPI calls (the start of the next
-bucket and the wait), so overlap is limited by how often those happen. Numbers taken while
-other work runs on the machine are not comparable.
+and the progress thread that drives in-flight all-reduces (see singa_graph.dist.comm) gets
+less time. The last bucket (the first layers' gradients) has little or no backward left to
+hide behind. Numbers taken while other work runs on the machine are not comparable.
 
     python bench/dist.py [--ranks 1,2,4] [--models cnn,resnet] [--steps 20] [--warmup 3]
                          [--threshold 65536]
