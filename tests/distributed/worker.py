@@ -1,8 +1,8 @@
-"""Rank programs of the data-parallel tests (launched by tests/dist/test_dist.py with mpiexec).
+"""Rank programs of the data-parallel tests, launched with mpiexec by test_dist.py:
 
-    mpiexec -n 2 python tests/dist/worker.py equiv OUT_DIR
-    mpiexec -n 2 python tests/dist/worker.py semantics OUT_DIR
-    mpiexec -n 2 python tests/dist/worker.py kill|hang OUT_DIR TIMEOUT
+    mpiexec -n 2 python tests/distributed/worker.py equiv OUT_DIR
+    mpiexec -n 2 python tests/distributed/worker.py semantics OUT_DIR
+    mpiexec -n 2 python tests/distributed/worker.py kill|hang OUT_DIR TIMEOUT
 """
 from __future__ import annotations
 
