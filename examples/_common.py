@@ -140,7 +140,7 @@ def train(model, args, dataset, name: str = "model") -> float:
     if world > 1:
         mode += f", {world} ranks x batch {bs}"
     say(f"{name}: {len(xtr)} training / {len(xte)} test samples of shape {xtr.shape[1:]}, "
-          f"batch {bs}, {args.epochs} epochs ({mode})")
+        f"batch {bs}, {args.epochs} epochs ({mode})")
     steps = len(xtr) // world // bs
     reports = {}
     acc = 0.0
@@ -166,8 +166,8 @@ def train(model, args, dataset, name: str = "model") -> float:
             reports[f"train step (batch {bs})"] = model.memory_report()
         acc = evaluate(model, xte, yte, bs)
         say(f"epoch {epoch + 1}/{args.epochs}: loss {tot_loss / max(seen, 1):.4f}, "
-              f"train acc {tot_correct / max(seen, 1):.4f}, test acc {acc:.4f} "
-              f"({time.perf_counter() - t0:.1f} s)", flush=True)
+            f"train acc {tot_correct / max(seen, 1):.4f}, test acc {acc:.4f} "
+            f"({time.perf_counter() - t0:.1f} s)", flush=True)
     if args.graph:
         if args.epochs > 0:
             model.eval()
