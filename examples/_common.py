@@ -6,6 +6,7 @@ Every example builds a parser with :func:`parser`, adds its own options, loads d
     python examples/cnn.py --graph --epochs 10
     python examples/mlp.py --eager --schedule topological --limit 200
     python examples/cnn.py --mnist ~/data/mnist      # MNIST IDX files instead of digits
+    mpiexec -n 2 python examples/cnn.py --dist       # data-parallel over two processes
 """
 from __future__ import annotations
 
@@ -53,6 +54,9 @@ def parser(description: str, *, epochs=3, batch_size=64, lr=0.05, momentum=0.9,
     p.add_argument("--dump", metavar="DIR", default=None,
                    help="write pictures of the training and inference plans into DIR (graph, "
                    "schedule and memory timeline: html, dot, json, memory.svg, ...)")
+    p.add_argument("--dist", action="store_true",
+                   help="data-parallel over the processes of `mpiexec -n N` (DistOpt): each "
+                   "rank trains on its own shard with --batch-size samples per step")
     return p
 
 
@@ -76,6 +80,10 @@ def load_data(args, image_size: int | None = None, mode: str = "pad", channels: 
         xtr, xte = (np.repeat(a, channels, axis=1) for a in (xtr, xte))
     f32 = lambda a: np.ascontiguousarray(a, dtype=np.float32)  # noqa: E731
     return f32(xtr), ytr.astype(np.int32), f32(xte), yte.astype(np.int32)
+
+
+def _silent(*args, **kwargs):
+    pass
 
 
 def _bar(it, total, desc, quiet):
@@ -134,21 +142,36 @@ def train(model, args, dataset, name: str = "model") -> float:
         raise SystemExit("--dump draws compiled plans: it needs graph mode, not --eager")
     bs = min(args.batch_size, len(xtr))
     sg_random.seed(args.seed)
-    model.set_optimizer(opt.SGD(lr=args.lr, momentum=args.momentum,
-                                weight_decay=args.weight_decay))
+    sgd = opt.SGD(lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay)
+    rank, world = 0, 1
+    if getattr(args, "dist", False):
+        from singa_graph.dist import DistOpt
+
+        sgd = DistOpt(sgd)  # rank 0's initial parameters reach every rank at the first step
+        rank, world = sgd.global_rank, sgd.world_size
+        bs = min(bs, len(xtr) // world)
+    say = print if rank == 0 else _silent  # one rank reports
+    model.set_optimizer(sgd)
     model.compile([xtr[:bs]], is_train=True, use_graph=args.graph, schedule=args.schedule)
     mode = f"graph, schedule={args.schedule}" if args.graph else "eager"
-    print(f"{name}: {len(xtr)} training / {len(xte)} test samples of shape {xtr.shape[1:]}, "
-          f"batch {bs}, {args.epochs} epochs ({mode})")
-    steps = len(xtr) // bs
+    if world > 1:
+        mode += f", {world} ranks x batch {bs}"
+    say(f"{name}: {len(xtr)} training / {len(xte)} test samples of shape {xtr.shape[1:]}, "
+        f"batch {bs}, {args.epochs} epochs ({mode})")
+    steps = len(xtr) // world // bs
     reports = {}
     acc = 0.0
     t0 = time.perf_counter()
     for epoch in range(args.epochs):
         model.train()
         tot_loss = tot_correct = seen = 0
-        bar = _bar(data.iterate_minibatches(xtr, ytr, bs, seed=args.seed + epoch), steps,
-                   f"epoch {epoch + 1}/{args.epochs}", args.quiet)
+        if world > 1:
+            from singa_graph.dist import iterate_shard
+
+            batches = iterate_shard(xtr, ytr, bs, rank, world, epoch=epoch, seed=args.seed)
+        else:
+            batches = data.iterate_minibatches(xtr, ytr, bs, seed=args.seed + epoch)
+        bar = _bar(batches, steps, f"epoch {epoch + 1}/{args.epochs}", args.quiet or rank)
         for xb, yb in bar:
             out, loss = model(xb, yb)
             tot_loss += float(loss.data) * len(yb)
@@ -160,9 +183,9 @@ def train(model, args, dataset, name: str = "model") -> float:
             reports[f"train step (batch {bs})"] = model.memory_report()
             _dump(model, args, "train")
         acc = evaluate(model, xte, yte, bs)
-        print(f"epoch {epoch + 1}/{args.epochs}: loss {tot_loss / max(seen, 1):.4f}, "
-              f"train acc {tot_correct / max(seen, 1):.4f}, test acc {acc:.4f} "
-              f"({time.perf_counter() - t0:.1f} s)", flush=True)
+        say(f"epoch {epoch + 1}/{args.epochs}: loss {tot_loss / max(seen, 1):.4f}, "
+            f"train acc {tot_correct / max(seen, 1):.4f}, test acc {acc:.4f} "
+            f"({time.perf_counter() - t0:.1f} s)", flush=True)
     if args.graph:
         if args.epochs > 0:
             model.eval()
@@ -171,10 +194,10 @@ def train(model, args, dataset, name: str = "model") -> float:
             _dump(model, args, "inference")
             model.train()
         if reports:
-            print("\nmemory plans:")
-            print(format_memory(reports))
+            say("\nmemory plans:")
+            say(format_memory(reports))
     else:
-        print("\n(eager mode: no static memory plan to report)")
-    print(f"\nfinal test accuracy: {acc:.4f} ({time.perf_counter() - t0:.1f} s)")
+        say("\n(eager mode: no static memory plan to report)")
+    say(f"\nfinal test accuracy: {acc:.4f} ({time.perf_counter() - t0:.1f} s)")
     return acc
 

@@ -132,6 +132,7 @@ class Model(Layer):
 
     def _run(self, method: str, args):
         if not self.graph_mode:
+            self._sync_distributed()
             autograd.training = self.training
             ts = [a if isinstance(a, Tensor) else
                   Tensor(data=np.asarray(a, _input_dtype(np.asarray(a))), requires_grad=False)
@@ -139,6 +140,7 @@ class Model(Layer):
             return getattr(self, method)(*ts)
         arrays = [_as_array(a) for a in args]
         plan, kind, optimizers = self._entry(method, args, arrays)
+        self._sync_distributed()
         outs = plan.run(arrays)
         for o in optimizers:
             o.step()
@@ -262,7 +264,23 @@ class Model(Layer):
         return out
 
     def _optimizers(self):
-        return [v for v in vars(self).values() if isinstance(v, Optimizer)]
+        found = [getattr(v, "opt", None) if self._is_dist(v) else v for v in vars(self).values()]
+        return [o for o in found if isinstance(o, Optimizer)]
+
+    @staticmethod
+    def _is_dist(v) -> bool:
+        return getattr(type(v), "wraps_optimizer", False)
+
+    def _distributed(self):
+        """The DistOpt of a data-parallel model, or None."""
+        return next((v for v in vars(self).values() if self._is_dist(v)), None)
+
+    def _sync_distributed(self) -> None:
+        """Before the first step of data-parallel training: rank 0's parameters, buffers and
+        optimizer state to every rank."""
+        d = self._distributed()
+        if d is not None and not d.synced:
+            d.sync(self)
 
     def _check_optimizer_states(self, data) -> list[str]:
         """Problems that loading the optimizer part of ``data`` would cause."""
@@ -289,8 +307,13 @@ class Model(Layer):
         """Save parameters, buffers, optimizer state and ``aux_states`` to a zip file.
 
         The file is written under a temporary name and renamed into place, so an interrupted
-        save never leaves a half-written checkpoint at ``fpath``.
+        save never leaves a half-written checkpoint at ``fpath``. In data-parallel training
+        (a DistOpt) only rank 0 writes; every rank returns once the file is complete.
         """
+        dist = self._distributed()
+        if dist is not None and dist.global_rank != 0:
+            dist.communicator.barrier("checkpoint save (waiting for rank 0)")
+            return
         arrays = {k: t.data for k, t in self._checkpoint_tensors().items()}
         for o in self._optimizers():
             arrays.update({f"opthyper/{k}": np.asarray(v) for k, v in o.hyper_states().items()})
@@ -310,6 +333,8 @@ class Model(Layer):
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
+        if dist is not None:
+            dist.communicator.barrier("checkpoint save")
 
     def load_states(self, fpath: str) -> dict:
         """Restore a checkpoint written by :meth:`save_states`; returns its aux states.

@@ -23,6 +23,12 @@ from .passes.autodiff import iter_gradients
 _graph_updates: list = []
 
 
+def record_graph_update(token: Tensor, optimizer: "Optimizer") -> None:
+    """Keep a graph-mode update output (of ``optimizer``) so the traced graph lists it among
+    its outputs and runs it."""
+    _graph_updates.append((token, optimizer))
+
+
 def take_graph_updates() -> tuple[list[Tensor], list["Optimizer"]]:
     """Drain the update outputs recorded in graph mode, and the optimizers that made them."""
     toks = [t for t, _ in _graph_updates]
@@ -147,7 +153,7 @@ class Optimizer:
         op, ins = self._op_and_inputs(param, grad)
         tok = op(param, grad, *ins)
         if tok.data is None:
-            _graph_updates.append((tok, self))
+            record_graph_update(tok, self)
         return tok
 
     apply = update
@@ -283,3 +289,7 @@ class AdaGrad(Optimizer):
         st = self._param_state(p, 1)
         return _u.AdaGradUpdate(), st + [self._tensors[k] for k in
                                          ("lr", "epsilon", "weight_decay")]
+
+
+# SINGA's data-parallel wrapper; mpi4py (which starts MPI) is imported only when one is made
+from .dist.opt import DistOpt  # noqa: E402,F401

@@ -71,7 +71,9 @@ class Operation:
             statistics). The scheduler orders every other reader of such an input before it.
         differentiable: False for ops that have no gradient (argmax, updates).
         run_asap: schedulers run the node as soon as it is ready (optimizer updates: the
-            gradient they consume dies at once).
+            gradient they consume dies at once; the start of an all-reduce).
+        run_late: schedulers hold the node back while any other node is ready (the wait of
+            an all-reduce, so that communication overlaps the rest of the backward).
 
     and implement :meth:`infer` and, when differentiable, :meth:`gradient`.
     """
@@ -82,6 +84,7 @@ class Operation:
     mutates: ClassVar[tuple] = ()
     differentiable: ClassVar[bool] = True
     run_asap: ClassVar[bool] = False
+    run_late: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)

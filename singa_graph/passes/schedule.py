@@ -6,7 +6,8 @@ dependencies and the write-after-read hazards of ops that mutate an input in pla
 
 Except in ``sequential``, an optimizer update runs as soon as its gradient is final (ops with
 ``run_asap``), so gradient buffers die at once: the graph form of SINGA's layer-wise
-backward-and-update.
+backward-and-update. Ops with ``run_late`` (the wait of an all-reduce) run only when nothing
+else is ready, so communication started earlier overlaps the rest of the backward.
 - ``memory``: tries several topological orders (program order, BFS, DFS and a greedy
   smallest-live-bytes-first order) and keeps the one whose live-bytes peak is lowest, as XLA
   and PyTorch Inductor pick among candidate orders.
@@ -58,32 +59,50 @@ def dependencies(graph) -> dict[int, set[int]]:
 
 def _kahn(graph, deps, pick, asap: bool = True) -> list:
     """Kahn's algorithm; ``pick`` chooses among ready nodes. With ``asap``, nodes whose op
-    sets ``run_asap`` (optimizer updates) jump the queue the moment they become ready."""
+    sets ``run_asap`` (optimizer updates) jump the queue the moment they become ready, and
+    nodes whose op sets ``run_late`` wait (first ready, first run) until nothing else is."""
     n = len(graph.nodes)
     indeg = [len(deps[i]) for i in range(n)]
     succ: list[list[int]] = [[] for _ in range(n)]
     for i, ds in deps.items():
         for d in ds:
             succ[d].append(i)
-    ready = [i for i in range(n) if indeg[i] == 0]
     order = []
-    urgent = [i for i in ready if asap and graph.nodes[i].op.run_asap]
-    state = pick.start([i for i in ready if i not in urgent])
+    urgent: list[int] = []
+    late: deque = deque()
+
+    def kind(i):
+        op = graph.nodes[i].op
+        return "urgent" if asap and op.run_asap else "late" if asap and op.run_late else ""
+
+    first = [i for i in range(n) if indeg[i] == 0]
+    urgent += [i for i in first if kind(i) == "urgent"]
+    late += [i for i in first if kind(i) == "late"]
+    state = pick.start([i for i in first if not kind(i)])
+
+    def ready(i):
+        k = kind(i)
+        if k == "urgent":
+            urgent.append(i)
+        elif k == "late":
+            late.append(i)
+        else:
+            pick.push(state, i)
+
     while len(order) < n:
         if urgent:
             i = urgent.pop()
         elif pick.nonempty(state):
             i = pick.pop(state)
+        elif late:
+            i = late.popleft()
         else:
             raise GraphError("graph has a cycle (through data or in-place hazards)")
         order.append(i)
         for s in succ[i]:
             indeg[s] -= 1
             if indeg[s] == 0:
-                if asap and graph.nodes[s].op.run_asap:
-                    urgent.append(s)
-                else:
-                    pick.push(state, s)
+                ready(s)
     return [graph.nodes[i] for i in order]
 
 
@@ -110,7 +129,8 @@ class _Program:
 
 def _greedy(graph, deps) -> list:
     """At each step run the ready node that adds the fewest live bytes (outputs it allocates
-    minus inputs it frees), ties broken by program order."""
+    minus inputs it frees), ties broken by program order; ``run_late`` nodes only when nothing
+    else is ready, the all-reduce starts that they wait for as soon as they are ready."""
     from .liveness import StorageGroups
 
     nodes = graph.nodes
@@ -137,7 +157,8 @@ def _greedy(graph, deps) -> list:
         return alloc - free
 
     while ready:
-        i = min(ready, key=lambda j: (delta(j), j))
+        i = min(ready, key=lambda j: (nodes[j].op.run_late, -_starts_comm(nodes[j].op),
+                                      delta(j), j))
         ready.discard(i)
         order.append(i)
         for g in {groups.root(x) for x in nodes[i].inputs}:
@@ -149,6 +170,11 @@ def _greedy(graph, deps) -> list:
     if len(order) < n:
         raise GraphError("graph has a cycle (through data or in-place hazards)")
     return [nodes[i] for i in order]
+
+
+def _starts_comm(op) -> bool:
+    """An op that starts communication which a ``run_late`` op finishes."""
+    return bool(getattr(op, "starts_comm", False))
 
 
 def schedule(graph, policy: str = "memory") -> list:
