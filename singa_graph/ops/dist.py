@@ -96,7 +96,8 @@ class SparseAllReduce(Operation):
     summed in rank order. With ``corr`` the elements not sent become the new residual.
 
     Inputs: the gradients, then the residual (``(size,)``, mutated) when ``corr``. Outputs:
-    one tensor per gradient, then a scratch buffer for packing and receiving.
+    one tensor per gradient. The kernel's scratch for packing and receiving
+    (:meth:`scratch_layout`) is planned workspace.
     """
 
     differentiable = False
@@ -156,9 +157,7 @@ class SparseAllReduce(Operation):
                 raise ShapeError(f"gradient {g.name} has shape {g.shape}, expected {s}")
         if self.corr and ins[n].shape != (self.size,):
             raise ShapeError(f"residual has shape {ins[n].shape}, expected ({self.size},)")
-        total = self.scratch_layout(dt.itemsize)["total"][1]
-        # scratch as int32 words (the IR has no byte dtype); layouts are 64-byte aligned
-        return [TensorSpec(s, dt) for s in self.shapes] + [TensorSpec((total // 4,), np.int32)]
+        return [TensorSpec(s, dt) for s in self.shapes]
 
 
 class PartialAverage(Operation):
@@ -166,8 +165,8 @@ class PartialAverage(Operation):
     partition ``s % len(partitions)`` and leave the others as each rank updated them.
 
     Inputs: the (updated) parameters, then a 0-d int64 step counter; both are mutated.
-    Outputs: an alias of the first input (keeps the node in the graph) and a scratch buffer
-    for the fused partition.
+    Output: an alias of the first input (keeps the node in the graph). The fused partition
+    is packed in planned workspace.
     """
 
     differentiable = False
@@ -191,5 +190,8 @@ class PartialAverage(Operation):
         if counter.shape != () or counter.dtype != np.int64:
             raise DTypeError(f"step counter must be 0-d int64, got {counter.shape} "
                              f"{counter.dtype}")
-        most = max(sum(params[i].size for i in p) for p in self.partitions)
-        return [TensorSpec(params[0].shape, dt), TensorSpec((most,), dt)]
+        return [TensorSpec(params[0].shape, dt)]
+
+    def largest_partition(self, params) -> int:
+        """Elements of the largest partition (the size of the kernel's packing buffer)."""
+        return max(sum(int(np.prod(params[i].shape)) for i in p) for p in self.partitions)

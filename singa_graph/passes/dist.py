@@ -80,7 +80,7 @@ def sparse_allreduce(comm, grads: list[Tensor], residual: Tensor | None, spars: 
     op = SparseAllReduce(comm, [g.shape for g in grads], spars, topK, residual is not None,
                          scale, comm.world_size)
     ins = list(grads) + ([residual] if residual is not None else [])
-    return _listed(op(*ins))[:-1]
+    return _listed(op(*ins))
 
 
 def partial_average(comm, updated: list[Tensor], partitions: list[list[int]],

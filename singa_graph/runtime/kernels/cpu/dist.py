@@ -1,6 +1,6 @@
 """Kernels of the collective ops (ops/dist.py): packing, MPI calls through the op's
 communicator, and the selection loops of sparsified all-reduce. Buffers are the arena views
-the plan hands over (bucket, scratch), so a step allocates no arrays."""
+the plan hands over (bucket, planned workspace), so a step allocates no arrays."""
 import numpy as np
 from numba import njit
 
@@ -120,12 +120,16 @@ def _residual(acc, x, sidx, n):
         acc[sidx[j]] = 0
 
 
-@kernel("SparseAllReduce")
-def sparse_allreduce(op, ins, outs):
+def _sparse_ws(op, ins, outs):
+    return op.scratch_layout(np.dtype(outs[0].dtype).itemsize)["total"][1]
+
+
+@kernel("SparseAllReduce", workspace=_sparse_ws)
+def sparse_allreduce(op, ins, outs, ws):
     comm = op._comm
     ngrad = len(op.shapes)
     dt = outs[0].dtype
-    scratch = outs[-1].view(np.uint8)
+    scratch = ws
     lay = op.scratch_layout(dt.itemsize)
     n, cap, w = op.size, op.capacity, op.world_size
 
@@ -166,11 +170,15 @@ def sparse_allreduce(op, ins, outs):
 
 
 # ---------------------------------------------------------------------------- partial
-@kernel("PartialAverage")
-def partial_average(op, ins, outs):
+def _partial_ws(op, ins, outs):
+    return op.largest_partition(ins[:-1]) * np.dtype(ins[0].dtype).itemsize
+
+
+@kernel("PartialAverage", workspace=_partial_ws)
+def partial_average(op, ins, outs, ws):
     comm = op._comm
     counter = ins[-1]
-    scratch = outs[1]
+    scratch = ws.view(ins[0].dtype)
     parts = []
     for p in op.partitions:
         arrays = [ins[i] for i in p]
