@@ -36,3 +36,13 @@ class CheckpointError(SingaGraphError, ValueError):
 
 class DeviceError(SingaGraphError, RuntimeError):
     """A device is unavailable or a tensor lives on the wrong device."""
+
+
+class FeedError(SingaGraphError, ValueError):
+    """A fed value cannot be used: an empty batch, a class label out of range, an integer
+    that would wrap when cast to the input's dtype. Raised before any step runs."""
+
+
+class StateUndefinedError(SingaGraphError, RuntimeError):
+    """A step failed after it had already updated persistent state (parameters, buffers or
+    optimizer state), which is now neither the old nor the new state."""

@@ -7,12 +7,14 @@ loop over prepared zero-argument steps: no allocation, shape inference or look-u
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
 
 import numpy as np
 
-from ..errors import DTypeError, GraphError, ShapeError
+from ..errors import DTypeError, GraphError, ShapeError, StateUndefinedError
+from .checks import check_feed_values, check_indices, index_feed_checks
 from .registry import get_kernel
 from .threads import blas_threads
 
@@ -41,11 +43,21 @@ class ExecutionPlan:
         self._arrays = self._bind_arrays()
         self._feed_arrays = [self._arrays[id(t)] for t in self.inputs]
         self._by_name = {t.name: i for i, t in enumerate(self.inputs)}
+        if len(self._by_name) < len(self.inputs):
+            names = [t.name for t in self.inputs]
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise GraphError(f"inputs of a plan need distinct names; {dup} name more than one "
+                             "Placeholder")
+        self._index_checks = index_feed_checks(graph, self.inputs)
+        self._lock = threading.RLock()  # concurrent runs share the arena: serialise them
         self._fetch_arrays = [self._arrays[id(t)] for t in self.fetches]
         self.nodes = list(memory.order)
         self.steps = [get_kernel(n.type, kind)(n.op, [self._arrays[id(x)] for x in n.inputs],
                                                [self._arrays[id(o)] for o in n.outputs])
                       for n in self.nodes]
+        # the first step that writes persistent state: a failure before it changes nothing
+        self._first_mutation = next((i for i, n in enumerate(self.nodes) if n.op.mutates),
+                                    len(self.nodes))
         if poison:
             self._dead = self._dead_regions()
 
@@ -84,6 +96,8 @@ class ExecutionPlan:
 
     # ------------------------------------------------------------------ running
     def _load_feeds(self, feeds) -> None:
+        if feeds is None:
+            feeds = ()
         if isinstance(feeds, (list, tuple)):
             if len(feeds) != len(self.inputs):
                 raise GraphError(f"plan takes {len(self.inputs)} inputs "
@@ -108,7 +122,10 @@ class ExecutionPlan:
                 raise ShapeError(f"feed for {t.name} has shape {a.shape}, expected {t.shape}")
             if a.dtype != t.dtype and not np.can_cast(a.dtype, t.dtype, "same_kind"):
                 raise DTypeError(f"feed for {t.name} has dtype {a.dtype}, expected {t.dtype}")
+            check_feed_values(t.name, a, t.dtype)
             arrays.append(a)
+        for i, n, reader in self._index_checks:
+            check_indices(f"feed for {self.inputs[i].name}", arrays[i], n, reader)
         for dst, a in zip(self._feed_arrays, arrays):
             np.copyto(dst, a, casting="same_kind")
 
@@ -116,16 +133,32 @@ class ExecutionPlan:
         """Feed the inputs (a dict keyed by Placeholder or name, or a list in input order),
         run every step, and return copies of the fetched outputs.
 
-        Wrong, missing or unknown feeds raise before any step runs, so nothing is updated.
+        Wrong, missing or unknown feeds, empty batches, class labels out of range and integers
+        that would wrap raise before any step runs, so nothing is updated. Should a step still
+        fail after an earlier one wrote parameters, buffers or optimizer state,
+        :class:`StateUndefinedError` says so. Concurrent calls run one after the other.
         """
-        self._load_feeds(feeds)
-        with blas_threads(self.blas_threads):
-            if self.poison:
-                self._run_poisoned()
-            else:
-                for step in self.steps:
-                    step()
-        return [a.copy() for a in self._fetch_arrays]
+        with self._lock:
+            self._load_feeds(feeds)
+            with blas_threads(self.blas_threads):
+                if self.poison:
+                    self._run_poisoned()
+                else:
+                    self._run_steps()
+            return [a.copy() for a in self._fetch_arrays]
+
+    def _run_steps(self) -> None:
+        i = 0
+        try:
+            for i, step in enumerate(self.steps):
+                step()
+        except Exception as e:
+            if i < self._first_mutation:  # nothing persistent written yet
+                raise
+            raise StateUndefinedError(
+                f"step {i} ({self.nodes[i].name}, {self.nodes[i].type}) failed after earlier "
+                f"steps had updated parameters, buffers or optimizer state, so that state is "
+                f"now undefined (reload a checkpoint): {type(e).__name__}: {e}") from e
 
     def _run_poisoned(self) -> None:
         self.arena.fill(0xFF)  # all-ones bytes are NaN in float32 and float64
@@ -141,6 +174,10 @@ class ExecutionPlan:
 
     def profile(self, feeds=(), repeat: int = 10) -> "Profile":
         """Run ``repeat`` times, timing every step; returns a :class:`Profile`."""
+        with self._lock:
+            return self._profile(feeds, repeat)
+
+    def _profile(self, feeds, repeat):
         self._load_feeds(feeds)
         times = np.zeros((repeat, len(self.steps)))
         clock = time.perf_counter
