@@ -249,9 +249,8 @@ class SGD(Optimizer):
 
     def __init__(self, lr=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
                  dtype=None):
-        if nesterov and (not momentum > 0 or dampening != 0):
-            raise ValueError("SGD: nesterov momentum needs momentum > 0 and dampening 0, got "
-                             f"momentum={momentum!r}, dampening={dampening!r}")
+        if nesterov and not momentum > 0:  # (unlike PyTorch, dampening is allowed, as SINGA)
+            raise ValueError(f"SGD: nesterov momentum needs momentum > 0, got {momentum!r}")
         super().__init__(lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay)
         self.nesterov = nesterov
         self._use_momentum = momentum != 0.0
