@@ -23,6 +23,7 @@ from .layer import Layer
 from . import opt as _opt
 from .opt import Optimizer
 from .passes.compile import compile as _compile
+from .passes.compile import gc_paused
 from .runtime.checks import check_feed_values, transaction
 from .runtime.threads import blas_threads
 
@@ -218,11 +219,12 @@ class Model(Layer):
     def _build(self, method, args):
         phs = [self._placeholder(a, i) for i, a in enumerate(args)]
         _opt.take_graph_updates()
-        with autograd.training_mode(self.training), building():
-            outs, kind = _flat(getattr(self, method)(*phs))
-        tokens, optimizers = _opt.take_graph_updates()
-        graph = Graph(outs + tokens, inputs=phs, name=f"{type(self).__name__}.{method}")
-        plan = _compile(graph, schedule=self.schedule, fetches=outs, poison=self.poison)
+        with gc_paused():  # tracing makes many long-lived objects too (see gc_paused)
+            with autograd.training_mode(self.training), building():
+                outs, kind = _flat(getattr(self, method)(*phs))
+            tokens, optimizers = _opt.take_graph_updates()
+            graph = Graph(outs + tokens, inputs=phs, name=f"{type(self).__name__}.{method}")
+            plan = _compile(graph, schedule=self.schedule, fetches=outs, poison=self.poison)
         return plan, kind, optimizers
 
     # ------------------------------------------------------------------ SINGA #696 flow

@@ -108,13 +108,10 @@ class _Program:
     push = staticmethod(lambda q, i: heapq.heappush(q, i))
 
 
-def _greedy(graph, deps) -> list:
+def _greedy(graph, deps, groups) -> list:
     """At each step run the ready node that adds the fewest live bytes (outputs it allocates
     minus inputs it frees), ties broken by program order."""
-    from .liveness import StorageGroups
-
     nodes = graph.nodes
-    groups = StorageGroups(graph)
     n = len(nodes)
     readers_left: dict[int, int] = {}
     for nd in nodes:
@@ -160,8 +157,18 @@ def schedule(graph, policy: str = "memory") -> list:
         return _kahn(graph, deps, _Program, asap=False)  # creation order whenever legal
     if policy == "topological":
         return _kahn(graph, deps, _Fifo)
-    from .liveness import live_bytes_peak
+    from .liveness import StorageGroups, live_bytes_peak
 
+    base = StorageGroups(graph)
     candidates = [_kahn(graph, deps, _Program), _kahn(graph, deps, _Fifo),
-                  _kahn(graph, deps, _Lifo), _greedy(graph, deps)]
-    return min(candidates, key=lambda order: live_bytes_peak(graph, order))
+                  _kahn(graph, deps, _Lifo), _greedy(graph, deps, base)]
+    best, best_peak, seen = None, None, set()
+    for order in candidates:
+        key = tuple(n.id for n in order)
+        if key in seen:  # orders often coincide on chains: evaluate each once
+            continue
+        seen.add(key)
+        p = live_bytes_peak(graph, order, base=base)
+        if best is None or p < best_peak:
+            best, best_peak = order, p
+    return best
