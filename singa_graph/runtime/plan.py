@@ -43,11 +43,9 @@ class ExecutionPlan:
         self._arrays = self._bind_arrays()
         self._feed_arrays = [self._arrays[id(t)] for t in self.inputs]
         self._by_name = {t.name: i for i, t in enumerate(self.inputs)}
-        if len(self._by_name) < len(self.inputs):
-            names = [t.name for t in self.inputs]
-            dup = sorted({n for n in names if names.count(n) > 1})
-            raise GraphError(f"inputs of a plan need distinct names; {dup} name more than one "
-                             "Placeholder")
+        self._by_id = {id(t): i for i, t in enumerate(self.inputs)}
+        names = [t.name for t in self.inputs]
+        self._ambiguous = {n for n in names if names.count(n) > 1}
         self._index_checks = index_feed_checks(graph, self.inputs)
         self._lock = threading.RLock()  # concurrent runs share the arena: serialise them
         self._fetch_arrays = [self._arrays[id(t)] for t in self.fetches]
@@ -106,8 +104,12 @@ class ExecutionPlan:
         else:
             values = [None] * len(self.inputs)
             for k, v in dict(feeds).items():
-                i = self._by_name.get(k if isinstance(k, str) else getattr(k, "name", None))
-                if i is None or (not isinstance(k, str) and self.inputs[i] is not k):
+                if isinstance(k, str) and k in self._ambiguous:
+                    raise GraphError(f"{len([t for t in self.inputs if t.name == k])} inputs "
+                                     f"of this plan are named {k!r}; feed them by Placeholder "
+                                     "or as a list in input order")
+                i = self._by_name.get(k) if isinstance(k, str) else self._by_id.get(id(k))
+                if i is None:
                     raise GraphError(f"{getattr(k, 'name', k)!r} is not an input of this plan; "
                                      f"inputs: {[t.name for t in self.inputs]}")
                 values[i] = v
