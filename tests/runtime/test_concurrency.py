@@ -47,6 +47,16 @@ def _train(m, data):
     return state
 
 
+@pytest.fixture(autouse=True)
+def _switch_often():
+    """Switch threads every microsecond (not every 5 ms), so that steps and traces of
+    different threads really interleave."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(old)
+
+
 def _run_threads(fns):
     errors, results = [], [None] * len(fns)
     barrier = threading.Barrier(len(fns))
@@ -129,11 +139,12 @@ def test_first_use_from_two_threads_of_a_fresh_process():
 @pytest.mark.parametrize("use_graph", [True, False], ids=["graph", "eager"])
 def test_one_model_from_two_threads_gives_the_sequential_result(use_graph):
     x, y = _data(0)[0]
-    steps = 10
+    steps = 30
     seq = _model(0, use_graph)
-    for _ in range(2 * steps):
+    for _ in range(2 * steps + 1):
         seq(x, y)
     m = _model(0, use_graph)
+    m(x, y)  # compiled and cached: both threads run the same plan
 
     def work():
         for _ in range(steps):
@@ -142,4 +153,4 @@ def test_one_model_from_two_threads_gives_the_sequential_result(use_graph):
     _run_threads([work, work])
     want = {k: t.data for k, t in seq.get_states().items()}
     assert_same({k: t.data for k, t in m.get_states().items()}, want)
-    assert m.optimizer.step_counter == seq.optimizer.step_counter == 2 * steps
+    assert m.optimizer.step_counter == seq.optimizer.step_counter == 2 * steps + 1
