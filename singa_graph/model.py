@@ -9,6 +9,7 @@ a second plan. With ``use_graph=False`` the same methods run eagerly.
 """
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 
@@ -28,6 +29,16 @@ from .runtime.checks import check_feed_values, transaction
 from .runtime.threads import blas_threads
 
 _lock_guard = threading.Lock()
+
+
+def _locked(method):
+    """Run ``method`` holding the model's lock (see :attr:`Model.lock`)."""
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return locked
 
 
 def _flat(out):
@@ -76,6 +87,7 @@ class Model(Layer):
         """Attach the optimizer that ``train_one_batch`` calls."""
         self.optimizer = optimizer
 
+    @_locked
     def compile(self, inputs, is_train: bool = True, use_graph: bool = True,
                 sequential: bool = False, schedule: str | None = None,
                 poison: bool = False) -> None:
@@ -173,6 +185,7 @@ class Model(Layer):
         res = [Tensor(data=o, requires_grad=False) for o in outs]
         return res[0] if kind is None else kind(res)
 
+    @_locked
     def plan_for(self, *args):
         """The compiled plan that ``model(*args)`` runs in the current mode, compiled and
         cached now if needed; nothing is run (for inspection: graph, schedule, memory)."""
@@ -228,6 +241,7 @@ class Model(Layer):
         return plan, kind, optimizers
 
     # ------------------------------------------------------------------ SINGA #696 flow
+    @_locked
     def construct_graph(self, x: Placeholder, y: Placeholder | None = None) -> None:
         """Build (and cache) the training graph from Placeholders before any data exists."""
         if not self.get_params():
@@ -241,6 +255,7 @@ class Model(Layer):
         self.train(True)
         return self(x, y)
 
+    @_locked
     def evaluate(self, x, y=None):
         """Run the compiled inference graph (eval mode) on ``x``; returns ``forward(x)``.
 
@@ -279,6 +294,7 @@ class Model(Layer):
             raise RuntimeError("no compiled plan has run yet; call the model first")
         return self._last_plan.memory_report()
 
+    @_locked
     def profile(self, *args, repeat: int = 10):
         """Per-node timing of the plan that ``model(*args)`` runs (see ExecutionPlan.profile).
 
