@@ -120,7 +120,8 @@ def cmd_info(args) -> int:
     r = plan.memory_report()
     mib = float(1 << 20)
     print("memory report:")
-    for key in ("arena_bytes", "lower_bound_bytes", "no_reuse_bytes", "persistent_bytes"):
+    for key in ("arena_bytes", "workspace_peak_bytes", "lower_bound_bytes", "no_reuse_bytes",
+                "persistent_bytes", "plan_bytes"):
         print(f"  {key[:-6].replace('_', ' '):<22} {r[key] / mib:10.3f} MiB")
     print(f"  {'arena / lower bound':<22} {r['arena_over_lower_bound']:.3f}")
     print(f"  {'arena / no reuse':<22} {r['arena_over_no_reuse']:.3f}")

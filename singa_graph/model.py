@@ -26,7 +26,6 @@ from .opt import Optimizer
 from .passes.compile import compile as _compile
 from .passes.compile import gc_paused
 from .runtime.checks import check_feed_values, transaction
-from .runtime.threads import blas_threads
 
 _lock_guard = threading.Lock()
 
@@ -172,9 +171,9 @@ class Model(Layer):
             ts = [a if isinstance(a, Tensor) else
                   Tensor(data=np.asarray(a, _input_dtype(np.asarray(a))), requires_grad=False)
                   for a in args]
-            # the thread policy of compiled plans (see runtime/threads); a step that fails
-            # half-way restores every parameter, buffer and optimizer state it wrote
-            with autograd.training_mode(self.training), blas_threads(1), transaction():
+            # a step that fails half-way restores every parameter, buffer and optimizer
+            # state it wrote
+            with autograd.training_mode(self.training), transaction():
                 return getattr(self, method)(*ts)
         arrays = [_as_array(a) for a in args]
         plan, kind, optimizers = self._entry(method, args, arrays)
@@ -231,6 +230,7 @@ class Model(Layer):
 
     def _build(self, method, args):
         phs = [self._placeholder(a, i) for i, a in enumerate(args)]
+        state_before = self._optimizer_state_ids()
         _opt.take_graph_updates()
         with gc_paused():  # tracing makes many long-lived objects too (see gc_paused)
             with autograd.training_mode(self.training), building():
@@ -238,7 +238,16 @@ class Model(Layer):
             tokens, optimizers = _opt.take_graph_updates()
             graph = Graph(outs + tokens, inputs=phs, name=f"{type(self).__name__}.{method}")
             plan = _compile(graph, schedule=self.schedule, fetches=outs, poison=self.poison)
+        # optimizer state that tracing this plan created (momentum buffers...) is memory
+        # the plan brought into existence, so its report counts it
+        plan.created_state_bytes = sum(
+            t.nbytes for o in optimizers for t in o.state_tensors().values()
+            if id(t) not in state_before)
         return plan, kind, optimizers
+
+    def _optimizer_state_ids(self) -> set:
+        o = self.optimizer
+        return set() if o is None else {id(t) for t in o.state_tensors().values()}
 
     # ------------------------------------------------------------------ SINGA #696 flow
     @_locked

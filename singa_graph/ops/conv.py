@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import ShapeError, UnsupportedOpError
 from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
 from ._util import need_float, same_dtype
@@ -80,7 +80,13 @@ class Conv2d(_ConvBase):
     """``y = conv2d(x, W) + b`` (cross-correlation, as in every DL framework and ONNX Conv).
 
     Inputs: x ``(N, C, H, W)``, W ``(O, C/groups, kh, kw)``, optional b ``(O,)``.
+    ``relu=True`` (set by the fusion pass, passes/fuse.py) applies ``max(y, 0)`` in the
+    kernel's epilogue.
     """
+
+    def __init__(self, stride=1, padding=0, dilation=1, groups=1, relu=False):
+        super().__init__(stride, padding, dilation, groups)
+        self.relu = bool(relu)
 
     def infer(self, x, w, b=None):
         need_float(x, w)
@@ -93,6 +99,9 @@ class Conv2d(_ConvBase):
     def gradient(self, inputs, outputs, dys, needs):
         from .reduce import sum as _sum
 
+        if self.relu:
+            raise UnsupportedOpError("a Conv2d fused with ReLU has no gradient rule: fusion "
+                                     "runs after autodiff")
         x, w = inputs[:2]
         dy = dys[0]
         a = self._conv_attrs()

@@ -11,7 +11,7 @@ that ONNX BatchNormalization's ``momentum`` is the opposite weight (``1 - moment
 """
 from __future__ import annotations
 
-from ..errors import ShapeError
+from ..errors import ShapeError, UnsupportedOpError
 from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
 from ._util import need_float, same_dtype
@@ -39,10 +39,12 @@ class BatchNorm2d(Operation):
     Eval (``training=False``): the running statistics are used; one output ``y``.
     """
 
-    def __init__(self, momentum=0.9, eps=1e-5, training=True):
+    def __init__(self, momentum=0.9, eps=1e-5, training=True, relu=False):
         self.momentum = float(momentum)
         self.eps = float(eps)
         self.training = bool(training)
+        # set by the fusion pass (passes/fuse.py) on a compiled graph: y = max(bn(x), 0)
+        self.relu = bool(relu)
 
     @property
     def mutates(self):
@@ -59,6 +61,9 @@ class BatchNorm2d(Operation):
 
     def gradient(self, inputs, outputs, dys, needs):
         # gradients reaching saved_mean / saved_inv_std are ignored: they are saved state
+        if self.relu:
+            raise UnsupportedOpError("a BatchNorm2d fused with ReLU has no gradient rule: "
+                                     "fusion runs after autodiff")
         x, scale, bias, rm, rv = inputs
         dy = dys[0]
         if dy is None:
@@ -87,12 +92,23 @@ class BatchNorm2d(Operation):
 
 class BatchNorm2dGrad(Operation):
     """``(dx, dscale, dbias)`` of training-mode BatchNorm2d from
-    ``(dy, x, scale, saved_mean, saved_inv_std)``."""
+    ``(dy, x, scale, saved_mean, saved_inv_std)``.
 
-    def infer(self, dy, x, scale, mean, inv_std):
+    With ``relu=True`` (set by the fusion pass) a sixth input ``z``, the output of a ReLU
+    that followed the BatchNorm, masks the incoming gradient: ``dy * (z > 0)`` is used in
+    place of ``dy``, which folds the ReLU's backward into this op."""
+
+    def __init__(self, relu=False):
+        self.relu = bool(relu)
+
+    def infer(self, dy, x, scale, mean, inv_std, z=None):
         dt = _check(x, scale, mean, inv_std)
         if dy.shape != x.shape:
             raise ShapeError(f"dy {dy.shape} does not match x {x.shape}")
+        if (z is not None) != self.relu:
+            raise ShapeError("BatchNorm2dGrad takes the ReLU output z exactly when relu=True")
+        if z is not None and z.shape != x.shape:
+            raise ShapeError(f"ReLU output {z.shape} does not match x {x.shape}")
         same_dtype(dy, x)
         c = (x.shape[1],)
         return [TensorSpec(x.shape, dt), TensorSpec(c, dt), TensorSpec(c, dt)]

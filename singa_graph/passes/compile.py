@@ -5,6 +5,7 @@ import contextlib
 import gc
 import threading
 
+from .fuse import fuse as _fuse
 from .memory import plan_memory
 from .schedule import schedule as _schedule
 
@@ -37,7 +38,7 @@ def gc_paused():
 
 
 def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: bool = False,
-            inplace: bool = True, validate: bool = True, blas_threads: int | None = 1):
+            inplace: bool = True, validate: bool = True, fuse: bool = True):
     """Schedule ``graph``, plan its memory and bind kernels.
 
     Args:
@@ -48,15 +49,21 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
         fetches: the tensors ``run`` returns (default: all graph outputs).
         poison: fill dead arena regions with NaN after every step (debugging).
         inplace: let elementwise ops overwrite inputs that die at them.
-        blas_threads: BLAS threads while the plan runs (None leaves BLAS alone); see
-            :mod:`singa_graph.runtime.threads` for why one is the default.
+        fuse: fold ReLUs into the convolution / batch norm before them and ReLU backwards
+            into the batch norm backward after them (see :mod:`.fuse`); rewrites ``graph``.
+
+    Plans run under the process-wide thread policy of :mod:`singa_graph.runtime.threads`.
     """
     from ..runtime.plan import ExecutionPlan
 
     with gc_paused():
         if validate:
             graph.validate()
+        if fuse:
+            _fuse(graph)
         order = _schedule(graph, schedule)
-        memory = plan_memory(graph, order, schedule=schedule, inplace=inplace)
-        return ExecutionPlan(graph, memory, fetches=fetches, device=device, poison=poison,
-                             blas_threads=blas_threads)
+        if device is None and graph.inputs:
+            device = graph.inputs[0].device
+        kind = device.kind if device is not None else "cpu"
+        memory = plan_memory(graph, order, schedule=schedule, inplace=inplace, device=kind)
+        return ExecutionPlan(graph, memory, fetches=fetches, device=device, poison=poison)

@@ -5,6 +5,11 @@ in-place reuse; each remaining transient group has a lifetime interval and a siz
 come from :func:`~singa_graph.passes.placement.place`, which takes any hashable keys with a
 size and an interval (an O(n log n) sweep over lifetimes, plus greedy first-fit searches
 while the graph is small) and stops once the arena reaches the live-bytes lower bound.
+
+Kernel workspace (scratch a kernel declares for its shapes, see
+:mod:`singa_graph.runtime.registry`) is placed the same way: a buffer that lives for exactly
+its own step, so the workspaces of different steps share bytes with each other and with
+every buffer that is dead at that step.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ class MemoryPlan:
         lower_bound: the live-bytes peak of this order (no placement can do better).
         no_reuse_bytes: the sum of all transient buffers (64-byte aligned) if none shared memory.
         persistent_bytes: inputs, parameters, optimizer state, constants and outputs.
-        schedule: the policy name that produced ``order``.
+            schedule: the policy name that produced ``order``.
+        workspace: ``step -> (byte offset, bytes)`` of the kernel scratch of that step.
     """
 
     order: list
@@ -43,6 +49,7 @@ class MemoryPlan:
     schedule: str = ""
     inplace: bool = True
     profile: list = field(default_factory=list)
+    workspace: dict = field(default_factory=dict)
 
     def report(self) -> dict:
         """The plan's figures as a dict (bytes)."""
@@ -56,21 +63,56 @@ class MemoryPlan:
             "arena_over_no_reuse": self.arena_bytes / max(self.no_reuse_bytes, 1),
             "steps": len(self.order),
             "inplace_ops": len(self.groups.inplace_pairs),
+            "workspace_peak_bytes": max((b for _, b in self.workspace.values()), default=0),
+            "workspace_no_reuse_bytes": sum(_align(b) for _, b in self.workspace.values()),
+            "workspace_steps": len(self.workspace),
         }
 
+    def buffers(self):
+        """Every arena buffer as ``(key, offset, bytes, first step, last step)``: storage
+        groups keyed by their root tensor id, workspace keyed by ``('workspace', step)``."""
+        for g, (a, b) in self.intervals.items():
+            yield g, self.offsets[g], self.groups.size(g), a, b
+        for s, (off, n) in self.workspace.items():
+            yield ("workspace", s), off, n, s, s
 
-def plan_memory(graph, order, schedule: str = "", inplace: bool = True) -> MemoryPlan:
-    """Decide aliases, in-place reuse and arena offsets for ``graph`` run in ``order``."""
+
+def workspace_sizes(order, device: str = "cpu") -> dict[int, int]:
+    """``step -> scratch bytes`` its kernel declares on ``device`` (steps needing none are
+    left out)."""
+    from ..runtime.registry import workspace_bytes
+
+    sizes = {}
+    for s, n in enumerate(order):
+        b = workspace_bytes(n.op, n.inputs, n.outputs, device)
+        if b:
+            sizes[s] = b
+    return sizes
+
+
+def plan_memory(graph, order, schedule: str = "", inplace: bool = True,
+                device: str | None = "cpu") -> MemoryPlan:
+    """Decide aliases, in-place reuse and arena offsets for ``graph`` run in ``order``.
+
+    ``device`` is the kernel table whose workspace declarations are planned (None plans
+    none: a graph-only analysis)."""
     groups = StorageGroups(graph, order, inplace=inplace)
+    ws = workspace_sizes(order, device) if device is not None else {}
     intervals = groups.intervals(order)
-    sizes = {g: groups.size(g) for g in intervals}
+    intervals.update({("workspace", s): (s, s) for s in ws})
+    sizes = {g: groups.size(g) for g in intervals if not isinstance(g, tuple)}
+    sizes.update({("workspace", s): b for s, b in ws.items()})
     prof = live_profile(sizes, intervals, len(order))
     offsets, arena = place(sizes, intervals)
     alias_outs = {id(n.outputs[o]) for n in graph.nodes for o in n.op.alias}
     no_reuse = sum(_align(max(t.nbytes, 1)) for t in graph.tensors()
                    if not groups.persistent(groups.root(t)) and id(t) not in alias_outs)
+    no_reuse += sum(_align(b) for b in ws.values())
     persistent = sum(groups.size(g) for g in groups.groups() if groups.persistent(g))
+    workspace = {s: (offsets.pop(("workspace", s)), b) for s, b in ws.items()}
+    for s in ws:
+        del intervals[("workspace", s)]
     return MemoryPlan(order=list(order), groups=groups, offsets=offsets, intervals=intervals,
                       arena_bytes=arena, lower_bound=max(prof, default=0),
                       no_reuse_bytes=no_reuse, persistent_bytes=persistent,
-                      schedule=schedule, inplace=inplace, profile=prof)
+                      schedule=schedule, inplace=inplace, profile=prof, workspace=workspace)

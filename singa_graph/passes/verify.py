@@ -11,7 +11,8 @@ def verify(plan) -> None:
     - the order holds every node once and respects data and in-place-hazard dependencies;
     - every tensor is read after it is written (or is persistent);
     - every transient buffer's recorded lifetime covers its first write and last read;
-    - no two transient buffers whose lifetimes overlap share a byte, and all fit the arena;
+    - no two transient buffers (kernel workspace included) whose lifetimes overlap share a
+      byte, and all fit the arena;
     - every in-place write overwrites an input that nothing reads afterwards, and every
       alias is declared by its op and has the input's size.
     """
@@ -50,21 +51,27 @@ def verify(plan) -> None:
 def _check_overlaps(mp) -> None:
     from .memory import _align
 
-    events = sorted(mp.intervals.items(), key=lambda kv: kv[1][0])
-    active: list[tuple[int, int, int, int]] = []  # (end, lo, hi, group)
-    for g, (a, b) in events:
+    for g in mp.intervals:
         if g not in mp.offsets:
             raise PlanError(f"transient buffer {g} has no offset")
-        lo = mp.offsets[g]
-        hi = lo + _align(max(mp.groups.size(g), 1))
+    events = sorted(mp.buffers(), key=lambda b: b[3])
+    active: list[tuple[int, int, int, object]] = []  # (end, lo, hi, key)
+    for key, lo, size, a, b in events:
+        hi = lo + _align(max(size, 1))
         if lo < 0 or hi > mp.arena_bytes:
             raise PlanError(f"buffer [{lo}, {hi}) lies outside the arena of {mp.arena_bytes}")
         active = [t for t in active if t[0] >= a]
-        for end, lo2, hi2, g2 in active:
+        for end, lo2, hi2, key2 in active:
             if lo < hi2 and lo2 < hi:
-                t1, t2 = mp.groups.tensors[g], mp.groups.tensors[g2]
-                raise PlanError(f"live buffers {t1.name} and {t2.name} overlap in the arena")
-        active.append((b, lo, hi, g))
+                raise PlanError(f"live buffers {_label(mp, key)} and {_label(mp, key2)} "
+                                "overlap in the arena")
+        active.append((b, lo, hi, key))
+
+
+def _label(mp, key) -> str:
+    if isinstance(key, tuple):
+        return f"workspace of {mp.order[key[1]].name}"
+    return mp.groups.tensors[key].name
 
 
 def _check_inplace(groups, order, step) -> None:

@@ -5,6 +5,10 @@ a GPU runtime is available (see :func:`create_cuda_gpu`).
 """
 from __future__ import annotations
 
+import threading
+
+import numpy as np
+
 from ..errors import DeviceError
 
 
@@ -46,6 +50,37 @@ class CudaDevice(Device):
 
 
 _default = CpuDevice(0)
+
+def aligned_bytes(n: int, align: int = 64) -> np.ndarray:
+    """A fresh uint8 array of ``n`` bytes whose start is ``align``-byte aligned."""
+    raw = np.empty(n + align, np.uint8)
+    start = (-raw.ctypes.data) % align
+    return raw[start:start + n]
+
+
+# Eager scratch: one pool per (device, thread), so that models running eagerly in different
+# threads never share scratch bytes; each grows to its largest request and is then reused.
+_pools = threading.local()
+
+
+def scratch(device, nbytes: int) -> np.ndarray:
+    """A 64-byte aligned uint8 array of ``nbytes`` from the calling thread's scratch pool of
+    ``device`` (eager-mode kernel workspace). Valid until the next call on this thread."""
+    key = (device.kind, device.id) if device is not None else ("cpu", 0)
+    pools = getattr(_pools, "by_device", None)
+    if pools is None:
+        pools = _pools.by_device = {}
+    buf = pools.get(key)
+    if buf is None or buf.nbytes < nbytes:
+        buf = pools[key] = aligned_bytes(nbytes)
+    return buf[:nbytes]
+
+
+def scratch_bytes(device=None) -> int:
+    """Bytes the calling thread's eager scratch pool of ``device`` holds now."""
+    key = (device.kind, device.id) if device is not None else ("cpu", 0)
+    buf = getattr(_pools, "by_device", {}).get(key)
+    return 0 if buf is None else buf.nbytes
 
 
 def get_default_device() -> Device:

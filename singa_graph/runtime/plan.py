@@ -15,8 +15,8 @@ import numpy as np
 
 from ..errors import DTypeError, GraphError, ShapeError, StateUndefinedError
 from .checks import check_feed_values, check_indices, index_feed_checks
-from .registry import get_kernel
-from .threads import blas_threads
+from .device import aligned_bytes
+from .registry import bind
 
 
 class ExecutionPlan:
@@ -29,17 +29,17 @@ class ExecutionPlan:
         fetches: the tensors ``run`` returns.
     """
 
-    def __init__(self, graph, memory, fetches=None, device=None, poison: bool = False,
-                 blas_threads: int | None = 1):
+    def __init__(self, graph, memory, fetches=None, device=None, poison: bool = False):
         self.graph = graph
         self.memory = memory
         self.inputs = list(graph.inputs)
         self.fetches = list(graph.outputs if fetches is None else fetches)
         self.device = device or (self.inputs[0].device if self.inputs else None)
         self.poison = poison
-        self.blas_threads = blas_threads
         kind = self.device.kind if self.device is not None else "cpu"
-        self.arena = _aligned_bytes(memory.arena_bytes)
+        self.arena = aligned_bytes(memory.arena_bytes)
+        self._owned_bytes = 0  # persistent buffers this plan allocated itself
+        self.created_state_bytes = 0  # optimizer state created while tracing (set by Model)
         self._arrays = self._bind_arrays()
         self._feed_arrays = [self._arrays[id(t)] for t in self.inputs]
         self._by_name = {t.name: i for i, t in enumerate(self.inputs)}
@@ -50,9 +50,10 @@ class ExecutionPlan:
         self._lock = threading.RLock()  # concurrent runs share the arena: serialise them
         self._fetch_arrays = [self._arrays[id(t)] for t in self.fetches]
         self.nodes = list(memory.order)
-        self.steps = [get_kernel(n.type, kind)(n.op, [self._arrays[id(x)] for x in n.inputs],
-                                               [self._arrays[id(o)] for o in n.outputs])
-                      for n in self.nodes]
+        ws = {s: self.arena[off:off + n] for s, (off, n) in memory.workspace.items()}
+        self.steps = [bind(n.op, [self._arrays[id(x)] for x in n.inputs],
+                           [self._arrays[id(o)] for o in n.outputs], kind, ws.get(s))
+                      for s, n in enumerate(self.nodes)]
         # the first step that writes persistent state: a failure before it changes nothing
         self._first_mutation = next((i for i, n in enumerate(self.nodes) if n.op.mutates),
                                     len(self.nodes))
@@ -67,7 +68,10 @@ class ExecutionPlan:
         for g, members in groups.groups().items():
             root = groups.tensors[g]
             if groups.persistent(g):
-                base = root.data if root.data is not None else np.zeros(root.shape, root.dtype)
+                base = root.data
+                if base is None:
+                    base = np.zeros(root.shape, root.dtype)
+                    self._owned_bytes += base.nbytes
                 if root.data is None and root.creator is None and all(
                         root is not t for t in self.graph.inputs):
                     raise GraphError(f"leaf {root.name} has no data and is not a graph input")
@@ -82,14 +86,15 @@ class ExecutionPlan:
         for t in self.graph.inputs:  # an input no node reads still takes (and ignores) a feed
             if id(t) not in arrays:
                 arrays[id(t)] = np.zeros(t.shape, t.dtype)
+                self._owned_bytes += t.nbytes
         return arrays
 
     def _dead_regions(self) -> list[list[np.ndarray]]:
-        """For each step, the arena bytes of the groups whose lifetime ends there."""
+        """For each step, the arena bytes of the buffers (workspace included) whose lifetime
+        ends there."""
         dead: list[list[np.ndarray]] = [[] for _ in self.nodes]
-        for g, (a, b) in self.memory.intervals.items():
-            off = self.memory.offsets[g]
-            dead[b].append(self.arena[off:off + self.memory.groups.size(g)])
+        for _, off, size, _, last in self.memory.buffers():
+            dead[last].append(self.arena[off:off + size])
         return dead
 
     # ------------------------------------------------------------------ running
@@ -142,11 +147,10 @@ class ExecutionPlan:
         """
         with self._lock:
             self._load_feeds(feeds)
-            with blas_threads(self.blas_threads):
-                if self.poison:
-                    self._run_poisoned()
-                else:
-                    self._run_steps()
+            if self.poison:
+                self._run_poisoned()
+            else:
+                self._run_steps()
             return [a.copy() for a in self._fetch_arrays]
 
     def _run_steps(self) -> None:
@@ -171,8 +175,16 @@ class ExecutionPlan:
 
     # ------------------------------------------------------------------ reports
     def memory_report(self) -> dict:
-        """Arena bytes, live-bytes lower bound, no-reuse total, persistent bytes, schedule."""
-        return self.memory.report()
+        """What the plan holds, in bytes: the arena (every transient buffer and all kernel
+        workspace), its live-bytes lower bound and no-reuse total, the persistent bytes
+        (parameters, state, inputs, outputs), the persistent buffers the plan allocated
+        itself or whose creation its tracing caused (input/output buffers, optimizer state
+        such as momentum: ``owned_persistent_bytes``) and ``plan_bytes``, arena plus those:
+        every byte that exists because this plan was built."""
+        r = self.memory.report()
+        r["owned_persistent_bytes"] = self._owned_bytes + self.created_state_bytes
+        r["plan_bytes"] = self.arena.nbytes + r["owned_persistent_bytes"]
+        return r
 
     def profile(self, feeds=(), repeat: int = 10) -> "Profile":
         """Run ``repeat`` times, timing every step; returns a :class:`Profile`."""
@@ -183,12 +195,11 @@ class ExecutionPlan:
         self._load_feeds(feeds)
         times = np.zeros((repeat, len(self.steps)))
         clock = time.perf_counter
-        with blas_threads(self.blas_threads):
-            for r in range(repeat):
-                for i, step in enumerate(self.steps):
-                    t0 = clock()
-                    step()
-                    times[r, i] = clock() - t0
+        for r in range(repeat):
+            for i, step in enumerate(self.steps):
+                t0 = clock()
+                step()
+                times[r, i] = clock() - t0
         return Profile(self.nodes, np.median(times, axis=0))
 
     def __repr__(self):
@@ -222,8 +233,3 @@ class Profile:
     def __str__(self):
         return self.table()
 
-
-def _aligned_bytes(n: int, align: int = 64) -> np.ndarray:
-    raw = np.empty(n + align, np.uint8)
-    start = (-raw.ctypes.data) % align
-    return raw[start:start + n]

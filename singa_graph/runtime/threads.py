@@ -1,58 +1,107 @@
-"""Keep BLAS and Numba from fighting over the cores while a plan runs.
+"""One thread policy for the whole process: who uses the cores, and how.
 
-A plan alternates Numba parallel loops (im2col, pooling, batch norm) with BLAS calls. Both
-thread pools busy-wait for a while after their work ends, so with BLAS threads enabled each
-pool steals the cores the other needs next: on a 2-core machine the ResNet training step ran
-2.7x slower than with single-threaded BLAS (286 ms vs 105 ms, bench/step_time.py). A plan
-therefore runs BLAS on ``blas_threads`` threads (1 by default) and takes its parallelism
-from the Numba kernels.
+A training step alternates GEMMs (BLAS) with loops (Numba). Left alone, OpenBLAS and Numba
+each keep a pool of one thread per core, and both pools busy-wait for a while after their
+work ends, so on a small machine each steals the cores the other needs next (the ResNet
+step of bench/step_time.py ran 2.7x slower that way). So, from the first kernel that runs in
+the process on (compiled plan, eager Model or plain ``autograd`` code alike):
 
-The BLAS thread count is process-wide, so plans running in several threads at once share one
-limit: the first to enter sets it, the last to leave restores the original. (Nested
-threadpoolctl limits from two threads would otherwise restore each other's values in the
-wrong order and leave BLAS limited for good.)
+* BLAS runs on one thread per call (set once, process-wide, with threadpoolctl);
+* GEMM-heavy kernels (convolutions, large matmuls) split their batch into ``num_threads()``
+  independent parts and run them on :func:`parallel`'s worker threads, each part calling
+  single-threaded BLAS on its own slice of planned workspace, so every core does GEMM and
+  no two pools wait on each other;
+* loops (pooling, BatchNorm, activations) use Numba's ``prange`` on the same number of
+  threads.
+
+``configure(blas_threads=None)`` before the first step leaves BLAS alone (for programs that
+need multi-threaded BLAS elsewhere); ``SINGA_GRAPH_BLAS_THREADS`` sets the same from the
+environment (a number, or ``none``).
 """
 from __future__ import annotations
 
-import contextlib
+import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
-_controller = None
 _lock = threading.Lock()
-_active = {"count": 0, "limiter": None}
+_policy = {"blas_threads": 1, "applied": False, "limiter": None}
+_pool: dict = {}
 
 
-def _get_controller():
-    global _controller
-    if _controller is None:
-        from threadpoolctl import ThreadpoolController
-
-        _controller = ThreadpoolController()
-    return _controller
+def _env_blas():
+    v = os.environ.get("SINGA_GRAPH_BLAS_THREADS")
+    if v is None:
+        return 1
+    return None if v.strip().lower() in ("", "none") else int(v)
 
 
-@contextlib.contextmanager
-def _shared_limit(n: int):
+_policy["blas_threads"] = _env_blas()
+
+
+def configure(blas_threads: int | None = 1) -> None:
+    """Set the BLAS thread count that the policy applies (None: leave BLAS alone).
+
+    Takes effect now if the policy was applied already, else at the first kernel run."""
+    if blas_threads is not None and int(blas_threads) < 1:
+        raise ValueError(f"blas_threads must be >= 1 or None, got {blas_threads!r}")
     with _lock:
-        if _active["count"] == 0:
-            _active["limiter"] = _get_controller().limit(limits=n, user_api="blas")
-        _active["count"] += 1
-    try:
-        yield
-    finally:
+        _policy["blas_threads"] = None if blas_threads is None else int(blas_threads)
+        if _policy["limiter"] is not None:
+            _policy["limiter"].restore_original_limits()
+            _policy["limiter"] = None
+        _policy["applied"] = False
+    apply()
+
+
+def apply() -> None:
+    """Apply the policy once per process (cheap after the first call)."""
+    if _policy["applied"]:
+        return
+    with _lock:
+        if _policy["applied"]:
+            return
+        n = _policy["blas_threads"]
+        if n is not None:
+            try:
+                from threadpoolctl import threadpool_limits
+            except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+                pass
+            else:
+                _policy["limiter"] = threadpool_limits(limits=n, user_api="blas")
+        _policy["applied"] = True
+
+
+def num_threads() -> int:
+    """Worker threads for batch-parallel kernels: Numba's thread count."""
+    import numba
+
+    return max(1, int(numba.get_num_threads()))
+
+
+def _executor(n: int) -> ThreadPoolExecutor:
+    ex = _pool.get(n)
+    if ex is None:
         with _lock:
-            _active["count"] -= 1
-            if _active["count"] == 0:
-                _active["limiter"].restore_original_limits()
-                _active["limiter"] = None
+            ex = _pool.get(n)
+            if ex is None:
+                ex = _pool[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="singa")
+    return ex
 
 
-def blas_threads(n: int | None):
-    """A context that limits BLAS to ``n`` threads (no-op for None or without threadpoolctl)."""
-    if n is None:
-        return contextlib.nullcontext()
+def parallel(fn, parts: int) -> None:
+    """Run ``fn(0) ... fn(parts - 1)`` at once, part 0 on the calling thread.
+
+    The parts must touch disjoint outputs and workspace; the functions they call release
+    the GIL (numpy's BLAS calls, ``nogil`` Numba kernels), so they really run in parallel.
+    """
+    if parts <= 1:
+        fn(0)
+        return
+    ex = _executor(parts - 1)
+    futures = [ex.submit(fn, t) for t in range(1, parts)]
     try:
-        import threadpoolctl  # noqa: F401
-    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
-        return contextlib.nullcontext()
-    return _shared_limit(n)
+        fn(0)
+    finally:
+        for f in futures:
+            f.result()

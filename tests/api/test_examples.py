@@ -22,7 +22,7 @@ def test_example_runs(name, mode, capsys):
     out = capsys.readouterr().out
     assert "final test accuracy" in out
     if mode == "--graph":
-        assert "arena/no-reuse" in out
+        assert "arena/lower" in out and "plan total" in out
 
 
 def test_xception_full_constructs_and_compiles(capsys):

@@ -6,7 +6,7 @@ from onnx.reference import ReferenceEvaluator
 import singa_graph as sg
 from singa_graph import ops
 from singa_graph.runtime.kernels.cpu import conv as conv_kernels
-from singa_graph.runtime.registry import get_kernel
+from singa_graph.runtime.registry import bind, workspace_bytes
 from helpers import check_grad, eager
 
 rng = np.random.default_rng(2)
@@ -86,8 +86,8 @@ def test_conv_grad_ops_are_differentiable():
 
 
 def test_conv_chunked_batches(monkeypatch):
-    # a tiny scratch budget forces the im2col loop over sample chunks (and a ragged tail)
-    monkeypatch.setattr(conv_kernels, "BUDGET", 1)
+    # a tiny chunk budget forces the im2col loop over one-sample chunks
+    monkeypatch.setattr(conv_kernels, "CHUNK_BYTES", 1)
     x, W, b = rng.standard_normal((3, 4, 5, 5)), rng.standard_normal((6, 2, 3, 3)), \
         rng.standard_normal(6)
     f = lambda *t: ops.conv2d(*t, stride=1, padding=1, groups=2)  # noqa: E731
@@ -102,7 +102,8 @@ def test_conv_step_reads_live_buffers(k, p):
     op = ops.Conv2d(1, p)
     x, W = rng.standard_normal((2, 3, 4, 4)), rng.standard_normal((5, 3, k, k))
     y = np.empty(op.output_shape(x.shape, W.shape))
-    step = get_kernel("Conv2d")(op, [x, W], [y])
+    ws = np.empty(workspace_bytes(op, [x, W], [y]), np.uint8)
+    step = bind(op, [x, W], [y], ws=ws)
     x[...] = rng.standard_normal(x.shape)
     W[...] = rng.standard_normal(W.shape)
     step()
@@ -129,16 +130,17 @@ def test_conv_graph_mode_shapes():
     assert y.shape == (8, 16, 16, 16) and not y.is_concrete
 
 
-def test_conv_parallel_loops_match_serial(monkeypatch):
-    # tests run small shapes, which take the serial loops; force the parallel ones once
-    x, W = rng.standard_normal((3, 4, 6, 5)), rng.standard_normal((6, 2, 3, 3))
+def test_conv_batch_parts_match_one_part(monkeypatch):
+    # the batch is split into one part per thread; any split gives the same result
+    x, W = rng.standard_normal((5, 4, 6, 5)), rng.standard_normal((6, 2, 3, 3))
     attrs = dict(stride=(2, 1), padding=1, dilation=(1, 2), groups=2)
     dy = rng.standard_normal(ops.Conv2d(**attrs).output_shape(x.shape, W.shape))
     fns = [lambda a, b: ops.conv2d(a, b, **attrs),
            lambda a, b: ops.Conv2dGradInput(**attrs, x_shape=x.shape)(a, b),
            lambda a, b: ops.Conv2dGradWeight(**attrs, w_shape=W.shape)(a, b)]
     args = [(x, W), (dy, W), (dy, x)]
+    monkeypatch.setattr(conv_kernels.threads, "num_threads", lambda: 1)
     want = [eager(f, *a) for f, a in zip(fns, args)]
-    monkeypatch.setattr(conv_kernels, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(conv_kernels.threads, "num_threads", lambda: 3)
     for f, a, r in zip(fns, args, want):
         np.testing.assert_allclose(eager(f, *a), r, rtol=1e-13, atol=1e-13)

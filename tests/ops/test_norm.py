@@ -109,7 +109,7 @@ def test_batchnorm_shape_errors():
 
 
 def test_batchnorm_parallel_loops_match_serial(monkeypatch):
-    from singa_graph.runtime.kernels.cpu import conv as conv_kernels
+    from singa_graph.runtime.kernels.cpu import loops as loops_mod
 
     x, dy = rng.standard_normal((3, 4, 3, 2)), rng.standard_normal((3, 4, 3, 2))
     scale, bias, rm, rv = params(4)
@@ -123,6 +123,6 @@ def test_batchnorm_parallel_loops_match_serial(monkeypatch):
         return [y, mean, inv, *stats, ev, *grads]
 
     want = all_outputs()
-    monkeypatch.setattr(conv_kernels, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(loops_mod, "PARALLEL_WORK", 0)
     for got, r in zip(all_outputs(), want):
         np.testing.assert_allclose(got, r, rtol=1e-13, atol=1e-13)

@@ -106,7 +106,7 @@ def test_pool_shape_errors():
 
 
 def test_pool_parallel_loops_match_serial(monkeypatch):
-    from singa_graph.runtime.kernels.cpu import conv as conv_kernels
+    from singa_graph.runtime.kernels.cpu import loops as loops_mod
 
     x = distinct((2, 3, 6, 5))
     fns = [lambda t: ops.max_pool2d(t, 3, 2, 1), lambda t: ops.avg_pool2d(t, 3, 2, 1),
@@ -115,6 +115,6 @@ def test_pool_parallel_loops_match_serial(monkeypatch):
     dy = rng.standard_normal((2, 3, 3, 3))
     args = [(x,), (x,), (x, dy), (x, dy)]
     want = [eager(f, *a) for f, a in zip(fns, args)]
-    monkeypatch.setattr(conv_kernels, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(loops_mod, "PARALLEL_WORK", 0)
     for f, a, r in zip(fns, args, want):
         np.testing.assert_allclose(eager(f, *a), r, rtol=1e-13, atol=1e-13)

@@ -1,6 +1,8 @@
-"""GEMM kernels: numpy's matmul on (possibly transposed) views goes straight to BLAS."""
+"""GEMM kernels: numpy's matmul on (possibly transposed) views goes straight to BLAS,
+split into one block per thread when the product is large."""
 import numpy as np
 
+from ... import threads
 from ...registry import kernel
 
 
@@ -8,11 +10,37 @@ def _t(a, trans):
     return np.swapaxes(a, -1, -2) if trans else a
 
 
+# From this many flops a 2-d product is split into one block per thread (each calling
+# single-threaded BLAS, see runtime/threads.py); below it the dispatch costs more than it buys.
+SPLIT_FLOPS = 1 << 24
+
+
+def split_matmul(a, b, y):
+    """``np.matmul(a, b, out=y)`` as one step, split into per-thread blocks of rows (or of
+    columns, when there are more of those) for large 2-d products."""
+    parts = threads.num_threads()
+    m, n = y.shape[-2:]
+    if y.ndim != 2 or a.ndim != 2 or b.ndim != 2 or parts < 2 or \
+            2 * m * n * a.shape[1] < SPLIT_FLOPS:
+        return lambda: np.matmul(a, b, out=y)
+    if m >= n:
+        cuts = [(t * m // parts, (t + 1) * m // parts) for t in range(parts)]
+        blocks = [(a[r0:r1], b, y[r0:r1]) for r0, r1 in cuts]
+    else:
+        cuts = [(t * n // parts, (t + 1) * n // parts) for t in range(parts)]
+        blocks = [(a, b[:, c0:c1], y[:, c0:c1]) for c0, c1 in cuts]
+
+    def part(t):
+        aa, bb, yy = blocks[t]
+        np.matmul(aa, bb, out=yy)
+    return lambda: threads.parallel(part, parts)
+
+
 @kernel("MatMul")
 def matmul(op, ins, outs):
     a, b = _t(ins[0], op.trans_a), _t(ins[1], op.trans_b)
     (y,) = outs
-    return lambda: np.matmul(a, b, out=y)
+    return split_matmul(a, b, y)
 
 
 @kernel("AddBias")
@@ -30,8 +58,10 @@ def gemm(op, ins, outs):
     (y,) = outs
     alpha, beta = op.alpha, op.beta
 
+    product = split_matmul(a, b, y)
+
     def step():
-        np.matmul(a, b, out=y)
+        product()
         if alpha != 1.0:
             np.multiply(y, alpha, out=y)
         if c is not None:

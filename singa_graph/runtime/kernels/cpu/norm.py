@@ -6,13 +6,13 @@ helpers compiled with ``fastmath={"reassoc"}`` so LLVM may vectorise the sums (t
 licence taken: reordering the additions); the plane sums are added serially. The forward's
 one pass takes the sum and the sum of squares of ``x - K``, K being the channel's first
 value: this shifted form keeps the variance accurate when |mean| >> std, as the two-pass
-form did, without a second pass. Small inputs run on one thread (see ``conv.PARALLEL_WORK``).
+form did, without a second pass. Small inputs run on one thread (see ``loops.PARALLEL_WORK``).
 """
 import numpy as np
 from numba import njit, prange
 
 from ...registry import kernel
-from .conv import loops, pick
+from .loops import loops, pick
 
 _REASSOC = {"reassoc"}
 
@@ -41,8 +41,35 @@ def _grad_sums(g, v, mu):
     return s, sx
 
 
+@njit(cache=True, fastmath=_REASSOC)
+def _masked_grad_sums(g, z, v, mu):
+    """:func:`_grad_sums` of ``g * (z > 0)`` (a ReLU's backward folded in), the same loop
+    with the ReLUGrad kernel's select in front of each term."""
+    zero = g.dtype.type(0)
+    s = 0.0
+    sx = 0.0
+    for i in range(g.shape[0]):
+        gi = np.float64(g[i] if z[i] > 0 else zero)
+        s += gi
+        sx += gi * (v[i] - mu)
+    return s, sx
+
+
+@njit(cache=True)
+def _affine(xr, yr, a, b, relu):
+    """``yr = xr * a + b``, then ``max(yr, 0)`` as np.maximum computes it (NaN kept) when
+    ``relu``: the ReLU kernel's result on the stored values, bit for bit."""
+    zero = yr.dtype.type(0)
+    for i in range(xr.shape[0]):
+        yr[i] = xr[i] * a + b
+    if relu:
+        for i in range(yr.shape[0]):
+            f = yr[i]
+            yr[i] = f if (f >= zero or f != f) else zero
+
+
 @loops
-def _BN_TRAIN(x, scale, bias, y, mean_out, inv_out, rm, rv, momentum, eps):
+def _BN_TRAIN(x, scale, bias, y, mean_out, inv_out, rm, rv, momentum, eps, relu):
     n_, c_, s_ = x.shape
     m = n_ * s_
     for c in prange(c_):
@@ -60,9 +87,7 @@ def _BN_TRAIN(x, scale, bias, y, mean_out, inv_out, rm, rv, momentum, eps):
         a = scale[c] * inv
         b = bias[c] - mu * a
         for n in range(n_):
-            xr, yr = x[n, c], y[n, c]
-            for i in range(s_):
-                yr[i] = xr[i] * a + b
+            _affine(x[n, c], y[n, c], a, b, relu)
         mean_out[c] = mu
         inv_out[c] = inv
         unbiased = var * m / (m - 1) if m > 1 else var
@@ -71,27 +96,30 @@ def _BN_TRAIN(x, scale, bias, y, mean_out, inv_out, rm, rv, momentum, eps):
 
 
 @loops
-def _BN_EVAL(x, scale, bias, rm, rv, y, eps):
+def _BN_EVAL(x, scale, bias, rm, rv, y, eps, relu):
     n_, c_, s_ = x.shape
     for c in prange(c_):
         a = scale[c] / np.sqrt(rv[c] + eps)
         b = bias[c] - rm[c] * a
         for n in range(n_):
-            xr, yr = x[n, c], y[n, c]
-            for i in range(s_):
-                yr[i] = xr[i] * a + b
+            _affine(x[n, c], y[n, c], a, b, relu)
 
 
 @loops
-def _BN_GRAD(dy, x, scale, mean, inv, dx, dscale, dbias):
+def _BN_GRAD(dy, x, scale, mean, inv, dx, dscale, dbias, z, relu):
+    # with ``relu`` the incoming gradient is dy * (z > 0): a ReLU's backward folded in
     n_, c_, s_ = x.shape
     m = n_ * s_
+    zero = dy.dtype.type(0)
     for c in prange(c_):
         mu, iv = np.float64(mean[c]), np.float64(inv[c])
         sg = 0.0
         sgx = 0.0
         for n in range(n_):  # one fused pass: sum(dy) and sum(dy * (x - mu))
-            s, sx = _grad_sums(dy[n, c], x[n, c], mu)
+            if relu:
+                s, sx = _masked_grad_sums(dy[n, c], z[n, c], x[n, c], mu)
+            else:
+                s, sx = _grad_sums(dy[n, c], x[n, c], mu)
             sg += s
             sgx += sx
         ds = sgx * iv  # sum(dy * xhat)
@@ -103,9 +131,14 @@ def _BN_GRAD(dy, x, scale, mean, inv, dx, dscale, dbias):
         q = k * ds * iv
         r = k * sg
         for n in range(n_):
-            gr, xr, dr = dy[n, c], x[n, c], dx[n, c]
-            for i in range(s_):
-                dr[i] = p * gr[i] - q * (xr[i] - mu) - r
+            gr, xr, dr, zr = dy[n, c], x[n, c], dx[n, c], z[n, c]
+            if relu:
+                for i in range(s_):
+                    g = gr[i] if zr[i] > 0 else zero
+                    dr[i] = p * g - q * (xr[i] - mu) - r
+            else:
+                for i in range(s_):
+                    dr[i] = p * gr[i] - q * (xr[i] - mu) - r
 
 
 def _ncs(a):
@@ -120,20 +153,22 @@ def _ncs(a):
 def batchnorm_2d(op, ins, outs):
     x, scale, bias, rm, rv = ins
     x3, y3 = _ncs(x), _ncs(outs[0])
-    eps = op.eps
+    eps, relu = op.eps, getattr(op, "relu", False)
     if op.training:
         mean, inv = outs[1], outs[2]
         mom = op.momentum
         train = pick(_BN_TRAIN, x.size)
-        return lambda: train(x3, scale, bias, y3, mean, inv, rm, rv, mom, eps)
+        return lambda: train(x3, scale, bias, y3, mean, inv, rm, rv, mom, eps, relu)
     ev = pick(_BN_EVAL, x.size)
-    return lambda: ev(x3, scale, bias, rm, rv, y3, eps)
+    return lambda: ev(x3, scale, bias, rm, rv, y3, eps, relu)
 
 
 @kernel("BatchNorm2dGrad")
 def batchnorm_2d_grad(op, ins, outs):
-    dy, x, scale, mean, inv = ins
+    dy, x, scale, mean, inv = ins[:5]
     dx, dscale, dbias = outs
     dy3, x3, dx3 = _ncs(dy), _ncs(x), _ncs(dx)
+    relu = getattr(op, "relu", False)
+    z3 = _ncs(ins[5]) if relu else dy3  # unread without relu
     grad = pick(_BN_GRAD, x.size)
-    return lambda: grad(dy3, x3, scale, mean, inv, dx3, dscale, dbias)
+    return lambda: grad(dy3, x3, scale, mean, inv, dx3, dscale, dbias, z3, relu)

@@ -3,7 +3,7 @@
 Max and average share one forward and one backward function (an ``is_max`` flag), which
 halves the number of compiled variants. Windows are clipped to the real input, which is the
 same as padding with -inf (max) or with zeros excluded from the count (average). Small
-problems run on one thread (see ``conv.PARALLEL_WORK``).
+problems run on one thread (see ``loops.PARALLEL_WORK``).
 
 The common 2x2, stride 2, unpadded case has its own loops (``_POOL2_*``): each output row
 reads two contiguous input rows and vectorises; the backward fills each pair of dx rows at
@@ -15,7 +15,7 @@ import numpy as np
 from numba import prange
 
 from ...registry import kernel
-from .conv import loops, pick
+from .loops import loops, pick
 
 
 @loops

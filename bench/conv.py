@@ -1,0 +1,208 @@
+"""Convolution kernels against PyTorch's, shape by shape.
+
+For every distinct conv of the benchmark CNN (batch 64, 28x28, the bench/step_time.py
+model), the example CNN (zoo.CNN with BatchNorm and branches, batch 32), the ResNet of
+bench/step_time.py (16/32/64, batch 32, 32x32) and the small Xception of
+examples/xception.py (batch 16, 32x32), it times the forward conv, the input gradient and
+the weight gradient: singa_graph's CPU kernels (bound once to their planned workspace, as
+in a plan) and PyTorch's (``torch.nn.functional.conv2d`` and
+``torch.ops.aten.convolution_backward`` for one gradient at a time). Each framework runs
+alone in its own process, the processes alternate for ``--rounds`` rounds, and the figure
+is the median over all rounds. GFLOP/s counts 2*N*O*(C/groups)*kh*kw*Ho*Wo per kernel.
+
+    python bench/conv.py [--models cnn,resnet,xception] [--rounds 3] [--repeat 20]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+KINDS = ("fwd", "dx", "dw")
+
+
+def _models():
+    from singa_graph import cli, zoo
+
+    ex = cli.load_example("xception")
+    cfg = dict(ex.SMALL)
+    cfg.pop("size")
+    return {
+        "cnn": (lambda: zoo.CNN(bn=False, branches=False), (64, 1, 28, 28)),
+        "cnn-example": (lambda: zoo.CNN(), (32, 1, 28, 28)),
+        "resnet": (lambda: zoo.ResNet(widths=(16, 32, 64)), (32, 3, 32, 32)),
+        "xception": (lambda: ex.XceptionModel(num_classes=10, in_channels=3, image_size=32,
+                                              **cfg), (16, 3, 32, 32)),
+    }
+
+
+def conv_shapes(names) -> list[dict]:
+    """The distinct Conv2d nodes of the models' training graphs."""
+    from singa_graph import opt
+
+    seen, out = set(), []
+    models = _models()
+    for name in names:
+        make, shape = models[name]
+        m = make()
+        m.set_optimizer(opt.SGD(lr=0.01, momentum=0.9))
+        m.compile([np.zeros(shape, np.float32)], is_train=True)
+        plan = m.plan_for(np.zeros(shape, np.float32), np.zeros(shape[0], np.int32))
+        for n in plan.nodes:
+            if n.type != "Conv2d" or len(n.inputs[0].shape) != 4:
+                continue
+            op = n.op
+            key = (n.inputs[0].shape, n.inputs[1].shape, op.stride, op.padding,
+                   op.dilation, op.groups)
+            if key not in seen:
+                seen.add(key)
+                out.append({"model": name, "x": n.inputs[0].shape, "w": n.inputs[1].shape,
+                            "stride": op.stride, "padding": op.padding,
+                            "dilation": op.dilation, "groups": op.groups})
+    return out
+
+
+def flops(s, y_shape) -> float:
+    o, cg, kh, kw = s["w"]
+    return 2.0 * s["x"][0] * o * cg * kh * kw * y_shape[2] * y_shape[3]
+
+
+def _time(fn, repeat) -> float:
+    for _ in range(3):
+        fn()
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def worker_ours(shapes, repeat) -> list:
+    from singa_graph import ops
+    from singa_graph.runtime.registry import bind, workspace_bytes
+
+    rng = np.random.default_rng(0)
+    res = []
+    for s in shapes:
+        a = (s["stride"], s["padding"], s["dilation"], s["groups"])
+        x = rng.standard_normal(s["x"]).astype(np.float32)
+        w = rng.standard_normal(s["w"]).astype(np.float32)
+        fwd = ops.Conv2d(*a)
+        y = np.empty(fwd.output_shape(x.shape, w.shape), np.float32)
+        dy = rng.standard_normal(y.shape).astype(np.float32)
+        cases = [(fwd, [x, w], [y]),
+                 (ops.Conv2dGradInput(*a, x_shape=x.shape), [dy, w], [np.empty_like(x)]),
+                 (ops.Conv2dGradWeight(*a, w_shape=w.shape), [dy, x], [np.empty_like(w)])]
+        row = {}
+        for kind, (op, ins, outs) in zip(KINDS, cases):
+            ws = np.empty(workspace_bytes(op, ins, outs), np.uint8)
+            row[kind] = _time(bind(op, ins, outs, ws=ws), repeat)
+            row[kind + "_ws"] = int(ws.nbytes)
+        row["y"] = y.shape
+        res.append(row)
+    return res
+
+
+def worker_torch(shapes, repeat) -> list:
+    import numba
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(numba.get_num_threads())
+    res = []
+    g = torch.Generator().manual_seed(0)
+    for s in shapes:
+        (sh, sw), (pt, pl, pb, pr), dil, grp = (s["stride"], s["padding"], s["dilation"],
+                                               s["groups"])
+        if (pt, pl) != (pb, pr):
+            res.append(None)  # torch takes symmetric padding only
+            continue
+        x = torch.randn(*s["x"], generator=g)
+        w = torch.randn(*s["w"], generator=g)
+        args = ([sh, sw], [pt, pl], list(dil))
+        y = F.conv2d(x, w, None, *args, grp)
+        dy = torch.randn(*y.shape, generator=g)
+
+        def back(mask):
+            return lambda: torch.ops.aten.convolution_backward(
+                dy, x, w, None, *args, False, [0, 0], grp, mask)
+        with torch.no_grad():
+            row = {"fwd": _time(lambda: F.conv2d(x, w, None, *args, grp), repeat),
+                   "dx": _time(back([True, False, False]), repeat),
+                   "dw": _time(back([False, True, False]), repeat)}
+        res.append(row)
+    return res
+
+
+def _spawn(which, names, repeat):
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", which, "--models",
+           ",".join(names), "--repeat", str(repeat)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(f"{which} worker failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="cnn,cnn-example,resnet,xception")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=20, help="timed calls per kernel and round")
+    ap.add_argument("--worker", choices=("ours", "torch"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    names = [n for n in args.models.split(",") if n]
+    shapes = conv_shapes(names)
+    if args.worker:
+        fn = worker_ours if args.worker == "ours" else worker_torch
+        print(json.dumps(fn(shapes, args.repeat)))
+        return
+    try:
+        import torch  # noqa: F401
+        sides = ("ours", "torch")
+    except ImportError:
+        sides = ("ours",)
+    runs = {k: [] for k in sides}
+    for _ in range(args.rounds):
+        for k in sides:
+            time.sleep(0.5)
+            runs[k].append(_spawn(k, names, args.repeat))
+    print(f"{time.strftime('%Y-%m-%d')}; {os.cpu_count()} cpus; median ms over {args.rounds} "
+          f"alternating rounds x {args.repeat} calls, each framework alone in its process")
+    head = f"{'model':<12}{'x':<18}{'w':<16}{'s':>2}{'g':>4}"
+    for k in KINDS:
+        head += f"{k + ' ms':>9}{'GF/s':>6}" + (f"{'torch':>7}{'GF/s':>6}" if "torch" in sides
+                                                 else "")
+    print(head + f"{'ws MiB':>8}")
+    total = {k: [0.0, 0.0] for k in sides}
+    for i, s in enumerate(shapes):
+        ours = {k: float(np.median([r[i][k] for r in runs["ours"]])) for k in KINDS}
+        theirs = None
+        if "torch" in sides and runs["torch"][0][i] is not None:
+            theirs = {k: float(np.median([r[i][k] for r in runs["torch"]])) for k in KINDS}
+        f = flops(s, runs["ours"][0][i]["y"])
+        line = (f"{s['model']:<12}{'x'.join(map(str, s['x'])):<18}"
+                f"{'x'.join(map(str, s['w'])):<16}{s['stride'][0]:>2}{s['groups']:>4}")
+        for k in KINDS:
+            line += f"{ours[k] * 1e3:>9.3f}{f / ours[k] / 1e9:>6.0f}"
+            if "torch" in sides:
+                line += (f"{theirs[k] * 1e3:>7.3f}{f / theirs[k] / 1e9:>6.0f}" if theirs
+                         else f"{'-':>7}{'-':>6}")
+            total["ours"][0] += ours[k]
+            if theirs:
+                total["torch"][0] += theirs[k]
+                total["ours"][1] += ours[k]
+        ws = max(runs["ours"][0][i][k + "_ws"] for k in KINDS)
+        print(line + f"{ws / 2**20:>8.2f}")
+    if "torch" in sides and total["torch"][0]:
+        print(f"sum over shapes torch can run: ours {total['ours'][1] * 1e3:.2f} ms, torch "
+              f"{total['torch'][0] * 1e3:.2f} ms, ratio {total['ours'][1] / total['torch'][0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Epilogue fusion on a complete training graph: fewer passes over the largest tensors.
+
+Runs after autodiff and the optimizer pass, before scheduling, so every gradient already
+exists as a graph op and fusion only rewrites how some of them are computed:
+
+* ``ReLU(Conv2d(...))`` and ``ReLU(BatchNorm2d(...))``: the ReLU moves into the producer's
+  kernel (``relu=True``), which applies it while the output is still in cache; the ReLU's
+  pass over the activation disappears.
+* ``BatchNorm2dGrad(ReLUGrad(dz, z), ...)``: the BatchNorm backward reads ``dz`` and masks
+  it with ``z > 0`` itself; the ReLUGrad pass and its buffer disappear.
+
+A rewrite applies only when the intermediate tensor has that one consumer and is not a graph
+output, so nothing else can observe it. The fused kernels compute the same values in the
+same order as the pair they replace (tests/passes/test_fuse.py compares whole training
+steps bit for bit).
+"""
+from __future__ import annotations
+
+import copy
+
+RELU_PRODUCERS = ("Conv2d", "BatchNorm2d")
+
+
+def fuse(graph) -> int:
+    """Apply the rewrites above to ``graph`` in place; returns the number of ops removed.
+
+    The two rewrites are independent (the backward one reads the ReLU output ``z``, which
+    the fused producer still writes), so one pass over the nodes does both."""
+    consumers = _consumers(graph)
+    outputs = {id(t) for t in graph.outputs}
+    drop, replace = set(), {}
+    for n in graph.nodes:
+        if n.type == "ReLU":
+            src = n.inputs[0].creator
+            if (src is not None and src.type in RELU_PRODUCERS and src.id not in replace
+                    and not getattr(src.op, "relu", False)
+                    and _sole_use(n.inputs[0], n, consumers, outputs)):
+                replace[src.id] = _with_relu(src, n)
+                drop.add(n.id)
+        elif n.type == "BatchNorm2dGrad" and not n.op.relu:
+            g = n.inputs[0].creator
+            if (g is not None and g.type == "ReLUGrad"
+                    and _sole_use(n.inputs[0], n, consumers, outputs)):
+                replace[n.id] = _masked_grad(n, g)
+                drop.add(g.id)
+    graph.nodes = [replace.get(n.id, n) for n in graph.nodes if n.id not in drop]
+    return len(drop)
+
+
+def _consumers(graph) -> dict[int, list]:
+    out: dict[int, list] = {}
+    for n in graph.nodes:
+        for x in n.inputs:
+            out.setdefault(id(x), []).append(n)
+    return out
+
+
+def _sole_use(t, node, consumers, outputs) -> bool:
+    users = consumers.get(id(t), [])
+    return (id(t) not in outputs and len(users) == 1 and users[0] is node
+            and sum(x is t for x in node.inputs) == 1)
+
+
+def _adopt(node, op, inputs, outputs):
+    """A node like ``node`` (same id and name, so program order and hazards are kept) with
+    another op, inputs and outputs; the outputs' ``creator`` is moved to it."""
+    from ..ir.node import Node
+
+    new = Node.__new__(Node)
+    new.id, new.name, new.op = node.id, node.name, op
+    new.inputs, new.outputs = list(inputs), list(outputs)
+    for t in new.outputs:
+        t.creator = new
+    return new
+
+
+def _with_relu(src, relu):
+    op = copy.copy(src.op)
+    op.relu = True
+    return _adopt(src, op, src.inputs, [relu.outputs[0]] + list(src.outputs[1:]))
+
+
+def _masked_grad(bn_grad, relu_grad):
+    dz, z = relu_grad.inputs
+    op = copy.copy(bn_grad.op)
+    op.relu = True
+    return _adopt(bn_grad, op, [dz] + list(bn_grad.inputs[1:]) + [z], bn_grad.outputs)
