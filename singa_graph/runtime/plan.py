@@ -148,15 +148,14 @@ class ExecutionPlan:
         with self._lock:
             self._load_feeds(feeds)
             if self.poison:
-                self._run_poisoned()
-            else:
-                self._run_steps()
+                self.arena.fill(0xFF)  # all-ones bytes are NaN in float32 and float64
+            self._run_steps(self._poisoned_steps() if self.poison else self.steps)
             return [a.copy() for a in self._fetch_arrays]
 
-    def _run_steps(self) -> None:
+    def _run_steps(self, steps) -> None:
         i = 0
         try:
-            for i, step in enumerate(self.steps):
+            for i, step in enumerate(steps):
                 step()
         except Exception as e:
             if i < self._first_mutation:  # nothing persistent written yet
@@ -166,12 +165,16 @@ class ExecutionPlan:
                 f"steps had updated parameters, buffers or optimizer state, so that state is "
                 f"now undefined (reload a checkpoint): {type(e).__name__}: {e}") from e
 
-    def _run_poisoned(self) -> None:
-        self.arena.fill(0xFF)  # all-ones bytes are NaN in float32 and float64
-        for step, dead in zip(self.steps, self._dead):
-            step()
-            for region in dead:
-                region.fill(0xFF)
+    def _poisoned_steps(self) -> list:
+        """The steps, each followed by filling the arena regions that die there with NaN."""
+        def poisoned(step, dead):
+            def run():
+                step()
+                for region in dead:
+                    region.fill(0xFF)
+            return run
+
+        return [poisoned(step, dead) for step, dead in zip(self.steps, self._dead)]
 
     # ------------------------------------------------------------------ reports
     def memory_report(self) -> dict:
