@@ -52,13 +52,12 @@ def index_feed_checks(graph, inputs) -> list[tuple[int, int, str]]:
     for node in graph.nodes:
         for k, n in node.op.index_inputs(node.inputs).items():
             t = node.inputs[k]
-            while id(t) not in position and t.creator is not None:
-                alias = {o: i for o, i in t.creator.op.alias.items()}
-                outs = t.creator.outputs
-                idx = next((o for o in alias if outs[o] is t), None)
-                if idx is None:
+            while id(t) not in position and t.creator is not None:  # through views
+                src = t.creator
+                i = next((i for o, i in src.op.alias.items() if src.outputs[o] is t), None)
+                if i is None:
                     break
-                t = t.creator.inputs[alias[idx]]
+                t = src.inputs[i]
             if id(t) in position and (id(t), n) not in seen:
                 seen.add((id(t), n))
                 out.append((position[id(t)], n, f"{node.type} (node {node.name})"))
