@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from singa_graph import data, opt, random as sg_random
+from singa_graph.cli import float_in, int_at_least
 
 try:
     from tqdm import tqdm
@@ -38,17 +39,20 @@ def parser(description: str, *, epochs=3, batch_size=64, lr=0.05, momentum=0.9,
                       help="run the same model eagerly, op by op")
     p.add_argument("--schedule", choices=SCHEDULES, default="memory",
                    help="order in which graph nodes run (default: %(default)s)")
-    p.add_argument("--epochs", type=int, default=epochs, help="default: %(default)s")
-    p.add_argument("--batch-size", type=int, default=batch_size, help="default: %(default)s")
-    p.add_argument("--lr", type=float, default=lr, help="SGD learning rate (%(default)s)")
-    p.add_argument("--momentum", type=float, default=momentum, help="SGD momentum "
-                   "(%(default)s)")
-    p.add_argument("--weight-decay", type=float, default=weight_decay,
+    p.add_argument("--epochs", type=int_at_least(0), default=epochs,
+                   help="default: %(default)s")
+    p.add_argument("--batch-size", type=int_at_least(1), default=batch_size,
+                   help="default: %(default)s")
+    p.add_argument("--lr", type=float_in(0.0, low_open=True), default=lr,
+                   help="SGD learning rate (%(default)s)")
+    p.add_argument("--momentum", type=float_in(0.0, 1.0), default=momentum,
+                   help="SGD momentum, in [0, 1) (%(default)s)")
+    p.add_argument("--weight-decay", type=float_in(0.0), default=weight_decay,
                    help="SGD weight decay (%(default)s)")
     p.add_argument("--seed", type=int, default=0, help="seed of initialisers and shuffling")
     p.add_argument("--mnist", metavar="PATH", default=None,
                    help="folder with the MNIST IDX files, used instead of sklearn's digits")
-    p.add_argument("--limit", type=int, default=None, metavar="N",
+    p.add_argument("--limit", type=int_at_least(1), default=None, metavar="N",
                    help="train on the first N training samples only (and test on at most N)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--dump", metavar="DIR", default=None,

@@ -18,7 +18,7 @@ from singa_graph import zoo  # noqa: E402
 def main(argv=None) -> float:
     p = _common.parser(__doc__.splitlines()[0], epochs=10, batch_size=32, lr=0.05,
                        momentum=0.9)
-    p.add_argument("--hidden", type=int, nargs="+", default=[256, 256],
+    p.add_argument("--hidden", type=_common.int_at_least(1), nargs="+", default=[256, 256],
                    help="hidden layer widths (default: %(default)s)")
     args = p.parse_args(argv)
     xtr, ytr, xte, yte = _common.load_data(args)

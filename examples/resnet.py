@@ -19,12 +19,12 @@ from singa_graph import zoo  # noqa: E402
 def main(argv=None) -> float:
     p = _common.parser(__doc__.splitlines()[0], epochs=3, batch_size=32, lr=0.05,
                        momentum=0.9)
-    p.add_argument("--width", type=int, default=16,
+    p.add_argument("--width", type=_common.int_at_least(1), default=16,
                    help="channels of the first stage, doubled at each next stage (%(default)s)")
-    p.add_argument("--stages", type=int, default=2, help="number of stages (%(default)s)")
-    p.add_argument("--blocks", type=int, default=1,
+    p.add_argument("--stages", type=_common.int_at_least(1), default=2, help="number of stages (%(default)s)")
+    p.add_argument("--blocks", type=_common.int_at_least(1), default=1,
                    help="basic blocks per stage (%(default)s)")
-    p.add_argument("--image-size", type=int, default=16,
+    p.add_argument("--image-size", type=_common.int_at_least(1), default=16,
                    help="digits are upsampled to this size (%(default)s)")
     args = p.parse_args(argv)
     dataset = _common.load_data(args, image_size=args.image_size, mode="nearest")

@@ -181,9 +181,9 @@ def main(argv=None) -> float | None:
                        momentum=0.9)
     p.add_argument("--small", action="store_true",
                    help="narrow layers, 2 middle blocks, 32x32 inputs (trains on a CPU)")
-    p.add_argument("--image-size", type=int, default=None,
+    p.add_argument("--image-size", type=_common.int_at_least(1), default=None,
                    help="input size (default: 32 with --small, else 299)")
-    p.add_argument("--middle", type=int, default=None, help="number of middle-flow blocks")
+    p.add_argument("--middle", type=_common.int_at_least(0), default=None, help="number of middle-flow blocks")
     p.add_argument("--compile-only", action="store_true",
                    help="build the model and its training graph for one batch, no training")
     args = p.parse_args(argv)

@@ -20,7 +20,9 @@ SINGA, ``training = False`` does not stop ops from recording the backward graph;
 """
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 import types
 
 from . import ops as _ops
@@ -36,12 +38,36 @@ Operator = Operation
 _flag = {"training": False}
 
 
+class _ThreadMode(threading.local):
+    override = None  # a Model running in this thread sets its own mode here
+
+
+_thread_mode = _ThreadMode()
+
+
+@contextlib.contextmanager
+def training_mode(value: bool):
+    """Inside the block, ``training`` reads ``value`` in this thread only, so models in
+    different threads (one training, one evaluating) do not see each other's mode."""
+    old = _thread_mode.override
+    _thread_mode.override = bool(value)
+    try:
+        yield
+    finally:
+        _thread_mode.override = old
+
+
+def _training() -> bool:
+    mode = _thread_mode.override
+    return _flag["training"] if mode is None else mode
+
+
 class _AutogradModule(types.ModuleType):
     """Makes ``autograd.training = x`` also set the dropout op's default mode."""
 
     @property
     def training(self) -> bool:
-        return _flag["training"]
+        return _training()
 
     @training.setter
     def training(self, value):
@@ -182,14 +208,14 @@ def cross_entropy(x, t):
 def dropout(x, seed=None, ratio=0.5, training=None):
     """Inverted dropout while ``training`` (default: the module flag), identity otherwise.
     SINGA ignores ``seed``; here a given seed fixes the mask of this call."""
-    return _ops.dropout(x, ratio, _flag["training"] if training is None else training, seed)
+    return _ops.dropout(x, ratio, _training() if training is None else training, seed)
 
 
 def batchnorm_2d(x, scale, bias, running_mean, running_var, momentum=0.9, eps=1e-5,
                  training=None):
     """Batch normalisation; ``training`` defaults to the module flag."""
     return _ops.batchnorm_2d(x, scale, bias, running_mean, running_var, momentum, eps,
-                             _flag["training"] if training is None else training)
+                             _training() if training is None else training)
 
 
 def globalaveragepool(x, data_format="channels_first"):

@@ -12,12 +12,49 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import os
 import sys
 
 MODELS = ("mlp", "cnn", "resnet", "xception")
 SCHEDULES = ("sequential", "topological", "memory")
 PLANNED = "not available yet: ONNX export and import are planned"
+
+
+def int_at_least(low: int):
+    """An argparse ``type``: an integer >= ``low``, refused with a clear message otherwise."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {v}")
+        return v
+
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+def float_in(low: float, high: float | None = None, low_open: bool = False):
+    """An argparse ``type``: a finite float in ``[low, high)`` (``(low, high)`` when
+    ``low_open``; no upper bound when ``high`` is None); NaN and infinities are refused."""
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        ok = math.isfinite(v) and (v > low if low_open else v >= low) and (
+            high is None or v < high)
+        if not ok:
+            lo = f"> {low}" if low_open else f">= {low}"
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number {lo}{'' if high is None else f' and < {high}'}, "
+                f"got {text}")
+        return v
+
+    parse.__name__ = "number"
+    return parse
 
 
 def examples_dir() -> str:
@@ -148,7 +185,8 @@ def make_parser() -> argparse.ArgumentParser:
                        description="Build the training graph of MODEL for one batch size and "
                        "print its summary, the schedule and the memory report.")
     i.add_argument("model", choices=MODELS, metavar="MODEL", help=" | ".join(MODELS))
-    i.add_argument("--batch-size", type=int, default=32, help="default: %(default)s")
+    i.add_argument("--batch-size", type=int_at_least(1), default=32,
+                   help="default: %(default)s")
     i.add_argument("--schedule", choices=SCHEDULES, default="memory",
                    help="default: %(default)s")
     i.add_argument("--full", action="store_true",

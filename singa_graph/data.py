@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import zlib
 
 import numpy as np
 
@@ -83,8 +84,15 @@ def read_idx(path: str, expect_ndim: int | None = None) -> np.ndarray:
     """Read one IDX file (``.gz`` is decompressed). Raises :class:`DataError` on a bad magic
     number, an unexpected number of dimensions or a truncated file."""
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        raw = f.read()
+    try:
+        with opener(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise
+    except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError
+        kind = "gzip-compressed IDX file" if path.endswith(".gz") else "IDX file"
+        raise DataError(f"{path}: cannot read this {kind} ({type(e).__name__}: {e}); the "
+                        "file is corrupt or truncated") from e
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_TYPES:
         magic = int.from_bytes(raw[:4], "big") if len(raw) >= 4 else None
         raise DataError(f"{path}: not an IDX file (magic number "

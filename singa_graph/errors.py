@@ -41,3 +41,13 @@ class DeviceError(SingaGraphError, RuntimeError):
 class ToolMissingError(SingaGraphError, RuntimeError):
     """An external program a dump needs (Graphviz ``dot``, an SVG-to-PNG converter) is not
     installed; the message says how to install it."""
+
+
+class FeedError(SingaGraphError, ValueError):
+    """A fed value cannot be used: an empty batch, a class label out of range, an integer
+    that would wrap when cast to the input's dtype. Raised before any step runs."""
+
+
+class StateUndefinedError(SingaGraphError, RuntimeError):
+    """A step failed after it had already updated persistent state (parameters, buffers or
+    optimizer state), which is now neither the old nor the new state."""

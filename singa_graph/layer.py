@@ -275,10 +275,21 @@ Layer.initialize = _wrap_initialize(Layer.initialize)
 
 
 # ---------------------------------------------------------------------- helpers
-def _pair(v, what):
+def _int_arg(v, what, minimum=1):
+    """An integer layer argument, refused (as PyTorch does) when it is not an integer or is
+    below ``minimum``; ``Linear(2.7)`` must not quietly become ``Linear(2)``."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{what} must be an integer, got {v!r}")
+    if v < minimum:
+        raise ValueError(f"{what} must be >= {minimum}, got {v}")
+    return int(v)
+
+
+def _pair(v, what, minimum=1):
     if isinstance(v, (int, np.integer)):
-        return (int(v), int(v))
-    v = tuple(int(a) for a in v)
+        v = _int_arg(v, what, minimum)
+        return (v, v)
+    v = tuple(_int_arg(a, what, minimum) for a in v)
     if len(v) != 2:
         raise TypeError(f"{what} must be an int or a pair, got {v!r}")
     return v
@@ -288,8 +299,8 @@ def _padding(p):
     """SINGA padding (int, (ph, pw) or (top, bottom, left, right)) as the ops' ONNX pads
     ``(top, left, bottom, right)``."""
     if isinstance(p, (int, np.integer)):
-        return (int(p),) * 4
-    p = tuple(int(a) for a in p)
+        return (_int_arg(p, "padding", 0),) * 4
+    p = tuple(_int_arg(a, "padding", 0) for a in p)
     if len(p) == 2:
         return (p[0], p[1], p[0], p[1])
     if len(p) == 4:
@@ -338,8 +349,9 @@ class Linear(Layer):
                 bias = args[1]
         if out_features is None:
             raise TypeError("Linear needs out_features")
-        self.in_features = in_features
-        self.out_features = int(out_features)
+        self.in_features = None if in_features is None else _int_arg(in_features,
+                                                                      "Linear: in_features")
+        self.out_features = _int_arg(out_features, "Linear: out_features")
         self.bias = bool(bias)
 
     def initialize(self, x):
@@ -390,12 +402,13 @@ class Conv2d(Layer):
             nb_kernels = out_channels
         if nb_kernels is None or kernel_size is None:
             raise TypeError("Conv2d needs nb_kernels (out channels) and kernel_size")
-        self.in_channels = in_channels
-        self.nb_kernels = int(nb_kernels)
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.stride = _pair(stride, "stride")
-        self.dilation = _pair(dilation, "dilation")
-        self.group = int(groups if groups is not None else group)
+        self.in_channels = None if in_channels is None else _int_arg(in_channels,
+                                                                      "Conv2d: in_channels")
+        self.nb_kernels = _int_arg(nb_kernels, "Conv2d: nb_kernels")
+        self.kernel_size = _pair(kernel_size, "Conv2d: kernel_size")
+        self.stride = _pair(stride, "Conv2d: stride")
+        self.dilation = _pair(dilation, "Conv2d: dilation")
+        self.group = _int_arg(groups if groups is not None else group, "Conv2d: group")
         self.bias = bool(bias)
         self.pad_mode = pad_mode
         self.padding = _padding(padding or 0)
@@ -452,7 +465,8 @@ class SeparableConv2d(Layer):
                 padding = args[2]
             if len(args) > 3:
                 bias = args[3]
-        self.nb_kernels, self.kernel_size = int(nb_kernels), kernel_size
+        self.nb_kernels = _int_arg(nb_kernels, "SeparableConv2d: nb_kernels")
+        self.kernel_size = kernel_size
         self.stride, self.padding, self.bias = stride, padding, bool(bias)
 
     def initialize(self, x):
@@ -666,6 +680,8 @@ class Dropout(Layer):
 
     def __init__(self, ratio=0.5):
         super().__init__()
+        if not 0.0 <= ratio < 1.0:  # (also refuses NaN)
+            raise ValueError(f"Dropout: ratio must lie in [0, 1), got {ratio!r}")
         self.ratio = ratio
 
     def forward(self, x):

@@ -9,14 +9,14 @@ a second plan. With ``use_graph=False`` the same methods run eagerly.
 """
 from __future__ import annotations
 
-import os
-import tempfile
-import zipfile
+import functools
+import threading
+from collections import OrderedDict
 
 import numpy as np
 
 from . import autograd
-from .errors import CheckpointError
+from . import checkpoint as _checkpoint
 from .ir.graph import Graph
 from .ir.op import building
 from .ir.tensor import Placeholder, Tensor
@@ -24,6 +24,20 @@ from .layer import Layer
 from . import opt as _opt
 from .opt import Optimizer
 from .passes.compile import compile as _compile
+from .passes.compile import gc_paused
+from .runtime.checks import check_feed_values, transaction
+
+_lock_guard = threading.Lock()
+
+
+def _locked(method):
+    """Run ``method`` holding the model's lock (see :attr:`Model.lock`)."""
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return locked
 
 
 def _flat(out):
@@ -54,12 +68,15 @@ class Model(Layer):
     ``train_one_batch``) or ``model(x)`` in eval mode (runs ``forward``).
     """
 
+    #: compiled plans kept at most (least recently used dropped first); each holds an arena
+    max_plans: int = 8
+
     def __init__(self, name=None):
         super().__init__()
         self.training = True
         self.graph_mode = True
         self.schedule = "memory"
-        self._plans: dict = {}
+        self._plans: OrderedDict = OrderedDict()
         self.poison = False
         self._last_plan = None
         self.optimizer: Optimizer | None = getattr(self, "optimizer", None)
@@ -69,6 +86,7 @@ class Model(Layer):
         """Attach the optimizer that ``train_one_batch`` calls."""
         self.optimizer = optimizer
 
+    @_locked
     def compile(self, inputs, is_train: bool = True, use_graph: bool = True,
                 sequential: bool = False, schedule: str | None = None,
                 poison: bool = False) -> None:
@@ -118,10 +136,24 @@ class Model(Layer):
             self.schedule = "sequential"
 
     # ------------------------------------------------------------------ running
+    @property
+    def lock(self) -> threading.RLock:
+        """Held while the model traces, runs a step or loads/saves a checkpoint: calls from
+        several threads into one model run one after the other."""
+        lk = self.__dict__.get("_model_lock")
+        if lk is None:
+            with _lock_guard:
+                lk = self.__dict__.get("_model_lock")
+                if lk is None:
+                    lk = threading.RLock()
+                    object.__setattr__(self, "_model_lock", lk)
+        return lk
+
     def __call__(self, *args):
-        if self.training:
-            return self._run("train_one_batch", args)
-        return self._run("forward", args)
+        with self.lock:
+            if self.training:
+                return self._run("train_one_batch", args)
+            return self._run("forward", args)
 
     @staticmethod
     def _placeholder(x, i) -> Placeholder:
@@ -131,13 +163,19 @@ class Model(Layer):
         return Placeholder(a.shape, _input_dtype(a), name=f"input{i}")
 
     def _run(self, method: str, args):
+        for i, a in enumerate(args):
+            a = _as_array(a)
+            if isinstance(a, np.ndarray):
+                check_feed_values(f"argument {i} of {method}", a, a.dtype)
         if not self.graph_mode:
             self._sync_distributed()
-            autograd.training = self.training
             ts = [a if isinstance(a, Tensor) else
                   Tensor(data=np.asarray(a, _input_dtype(np.asarray(a))), requires_grad=False)
                   for a in args]
-            return getattr(self, method)(*ts)
+            # a step that fails half-way restores every parameter, buffer and optimizer
+            # state it wrote
+            with autograd.training_mode(self.training), transaction():
+                return getattr(self, method)(*ts)
         arrays = [_as_array(a) for a in args]
         plan, kind, optimizers = self._entry(method, args, arrays)
         self._sync_distributed()
@@ -148,6 +186,7 @@ class Model(Layer):
         res = [Tensor(data=o, requires_grad=False) for o in outs]
         return res[0] if kind is None else kind(res)
 
+    @_locked
     def plan_for(self, *args):
         """The compiled plan that ``model(*args)`` runs in the current mode, compiled and
         cached now if needed; nothing is run (for inspection: graph, schedule, memory)."""
@@ -169,23 +208,38 @@ class Model(Layer):
         for entry in self._plans.get(key, ()):
             if all(np.can_cast(np.dtype(a.dtype), t.dtype, "same_kind")
                    for a, t in zip(arrays, entry[0].inputs)):
+                self._plans.move_to_end(key)
                 return entry
         return None
 
     def _remember(self, method, training, entry) -> None:
+        """Cache a plan; beyond ``max_plans`` the least recently used ones are dropped (with
+        their arenas)."""
         key = (method, training, self.schedule, tuple(t.shape for t in entry[0].inputs))
         self._plans.setdefault(key, []).append(entry)
+        self._plans.move_to_end(key)
+        limit = int(self.max_plans)
+        if limit < 1:
+            raise ValueError(f"max_plans must be >= 1, got {self.max_plans}")
+        while sum(len(v) for v in self._plans.values()) > limit:
+            oldest = next(iter(self._plans))
+            entries = self._plans[oldest]
+            dropped = entries.pop(0)
+            if not entries:
+                del self._plans[oldest]
+            if dropped[0] is self._last_plan:
+                self._last_plan = None
 
     def _build(self, method, args):
         phs = [self._placeholder(a, i) for i, a in enumerate(args)]
-        autograd.training = self.training
         state_before = self._optimizer_state_ids()
         _opt.take_graph_updates()
-        with building():
-            outs, kind = _flat(getattr(self, method)(*phs))
-        tokens, optimizers = _opt.take_graph_updates()
-        graph = Graph(outs + tokens, inputs=phs, name=f"{type(self).__name__}.{method}")
-        plan = _compile(graph, schedule=self.schedule, fetches=outs, poison=self.poison)
+        with gc_paused():  # tracing makes many long-lived objects too (see gc_paused)
+            with autograd.training_mode(self.training), building():
+                outs, kind = _flat(getattr(self, method)(*phs))
+            tokens, optimizers = _opt.take_graph_updates()
+            graph = Graph(outs + tokens, inputs=phs, name=f"{type(self).__name__}.{method}")
+            plan = _compile(graph, schedule=self.schedule, fetches=outs, poison=self.poison)
         # optimizer state that tracing this plan created (momentum buffers...) is memory
         # the plan brought into existence, so its report counts it
         plan.created_state_bytes = sum(
@@ -194,10 +248,10 @@ class Model(Layer):
         return plan, kind, optimizers
 
     def _optimizer_state_ids(self) -> set:
-        o = self.optimizer
-        return set() if o is None else {id(t) for t in o.state_tensors().values()}
+        return {id(t) for o in self._optimizers() for t in o.state_tensors().values()}
 
     # ------------------------------------------------------------------ SINGA #696 flow
+    @_locked
     def construct_graph(self, x: Placeholder, y: Placeholder | None = None) -> None:
         """Build (and cache) the training graph from Placeholders before any data exists."""
         if not self.get_params():
@@ -211,6 +265,7 @@ class Model(Layer):
         self.train(True)
         return self(x, y)
 
+    @_locked
     def evaluate(self, x, y=None):
         """Run the compiled inference graph (eval mode) on ``x``; returns ``forward(x)``.
 
@@ -249,6 +304,7 @@ class Model(Layer):
             raise RuntimeError("no compiled plan has run yet; call the model first")
         return self._last_plan.memory_report()
 
+    @_locked
     def profile(self, *args, repeat: int = 10):
         """Per-node timing of the plan that ``model(*args)`` runs (see ExecutionPlan.profile).
 
@@ -282,90 +338,33 @@ class Model(Layer):
         if d is not None and not d.synced:
             d.sync(self)
 
-    def _check_optimizer_states(self, data) -> list[str]:
-        """Problems that loading the optimizer part of ``data`` would cause."""
-        opts = self._optimizers()
-        saved = str(data["meta/optimizer"]) if "meta/optimizer" in data else ""
-        mine = ",".join(type(o).__name__ for o in opts)
-        if saved != mine:
-            return [f"checkpoint holds optimizer state of {saved or 'no optimizer'!r}, the "
-                    f"model has {mine or 'no optimizer'!r}"]
-        shapes = {name: p.shape for name, p in self.get_params().items()}
-        problems = []
-        for k, v in data.items():
-            if not k.startswith("opt/"):
-                continue
-            pname, slot = k[4:].rsplit("/", 1)
-            want = () if slot == "step" else shapes.get(pname)
-            if want is None:
-                problems.append(f"{k}: optimizer state of unknown parameter {pname!r}")
-            elif v.shape != want:
-                problems.append(f"{k}: shape {v.shape}, expected {want}")
-        return problems
-
     def save_states(self, fpath: str, aux_states: dict | None = None) -> None:
         """Save parameters, buffers, optimizer state and ``aux_states`` to a zip file.
 
-        The file is written under a temporary name and renamed into place, so an interrupted
-        save never leaves a half-written checkpoint at ``fpath``. In data-parallel training
-        (a DistOpt) only rank 0 writes; every rank returns once the file is complete.
+        Aux states may be arrays, Tensors, numbers and strings (stored as arrays) or
+        JSON-compatible values (dicts, lists); anything else raises :class:`CheckpointError`
+        before a byte is written. The file is written under a temporary name and renamed into
+        place, so ``fpath`` always holds the old or the new checkpoint; temporary files left
+        by an interrupted save are removed by the next one.
+
+        In data-parallel training (a DistOpt) only rank 0 writes; every rank returns once the
+        file is complete.
         """
         dist = self._distributed()
         if dist is not None and dist.global_rank != 0:
             dist.communicator.barrier("checkpoint save (waiting for rank 0)")
             return
-        arrays = {k: t.data for k, t in self._checkpoint_tensors().items()}
-        for o in self._optimizers():
-            arrays.update({f"opthyper/{k}": np.asarray(v) for k, v in o.hyper_states().items()})
-        arrays["meta/optimizer"] = np.array(",".join(type(o).__name__
-                                                     for o in self._optimizers()))
-        for k, v in (aux_states or {}).items():
-            arrays[f"aux/{k}"] = v.data if isinstance(v, Tensor) else np.asarray(v)
-        d = os.path.dirname(os.path.abspath(fpath))
-        fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".zip", dir=d)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, fpath)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with self.lock:
+            _checkpoint.save(self, fpath, aux_states)
         if dist is not None:
             dist.communicator.barrier("checkpoint save")
 
     def load_states(self, fpath: str) -> dict:
         """Restore a checkpoint written by :meth:`save_states`; returns its aux states.
 
-        Raises :class:`CheckpointError` (and changes nothing) when names or shapes differ from
-        this model's.
+        The whole file is checked first: parameter, buffer and optimizer-state names, shapes
+        and dtypes, the optimizer type and its hyperparameters. Any difference raises
+        :class:`CheckpointError` naming ``fpath``, and changes nothing.
         """
-        try:
-            with np.load(fpath, allow_pickle=False) as z:
-                data = {k: z[k] for k in z.files}
-        except (OSError, ValueError, zipfile.BadZipFile) as e:
-            raise CheckpointError(f"cannot read checkpoint {fpath!r}: {e}") from e
-        mine = self._checkpoint_tensors()
-        want = {k for k in mine if k.startswith("state/")}
-        have = {k for k in data if k.startswith("state/")}
-        problems = []
-        if want - have:
-            problems.append(f"missing in checkpoint: {sorted(want - have)}")
-        if have - want:
-            problems.append(f"not in model: {sorted(have - want)}")
-        for k in want & have:
-            if mine[k].shape != data[k].shape:
-                problems.append(f"{k}: model has shape {mine[k].shape}, checkpoint "
-                                f"{data[k].shape}")
-        problems += self._check_optimizer_states(data)
-        if problems:
-            raise CheckpointError(f"checkpoint {fpath!r} does not match the model: "
-                                  + "; ".join(problems))
-        for k in want:
-            np.copyto(mine[k].data, data[k])  # in place: compiled plans stay bound
-        for o in self._optimizers():
-            o.load_states({k[4:]: v for k, v in data.items() if k.startswith("opt/")},
-                          {k[9:]: v for k, v in data.items() if k.startswith("opthyper/")})
-        return {k[4:]: v for k, v in data.items() if k.startswith("aux/")}
+        with self.lock:
+            return _checkpoint.load(self, fpath)

@@ -9,6 +9,7 @@ a compiled plan without recompiling.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -19,21 +20,30 @@ from .passes.autodiff import backward as _eager_backward
 from .passes.autodiff import iter_gradients
 
 
-# Graph-mode updates recorded while a model traces its training step: (token, optimizer).
-_graph_updates: list = []
+class _Recorded(threading.local):
+    """Graph-mode updates recorded while a model traces its training step, as (token,
+    optimizer) pairs. Per thread: models tracing in different threads keep their own."""
+
+    def __init__(self):
+        self.updates: list = []
+
+
+_recorded = _Recorded()
 
 
 def record_graph_update(token: Tensor, optimizer: "Optimizer") -> None:
     """Keep a graph-mode update output (of ``optimizer``) so the traced graph lists it among
     its outputs and runs it."""
-    _graph_updates.append((token, optimizer))
+    _recorded.updates.append((token, optimizer))
 
 
 def take_graph_updates() -> tuple[list[Tensor], list["Optimizer"]]:
-    """Drain the update outputs recorded in graph mode, and the optimizers that made them."""
-    toks = [t for t, _ in _graph_updates]
-    opts = list({id(o): o for _, o in _graph_updates}.values())
-    _graph_updates.clear()
+    """Drain the update outputs recorded in graph mode by this thread, and the optimizers
+    that made them."""
+    updates = _recorded.updates
+    toks = [t for t, _ in updates]
+    opts = list({id(o): o for _, o in updates}.values())
+    updates.clear()
     return toks, opts
 
 
@@ -79,11 +89,26 @@ class StepDecay(DecayScheduler):
 
 
 # ---------------------------------------------------------------------------- optimizers
+def check_hyper(cls_name: str, bounds: dict, k: str, v) -> None:
+    """Refuse a hyperparameter value outside ``bounds[k] = (low, high)`` (``high`` exclusive
+    when given; None for no upper bound), as PyTorch does; NaN is refused too."""
+    lo, hi = bounds.get(k, (None, None))
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise TypeError(f"{cls_name}: {k} must be a number, got {v!r}") from None
+    if x != x or (lo is not None and x < lo) or (hi is not None and x >= hi):
+        want = f">= {lo}" if hi is None else f"in [{lo}, {hi})"
+        raise ValueError(f"{cls_name}: invalid {k} {v!r}; it must be {want}")
+
+
 class Optimizer:
     """Base class. Subclasses declare ``_hyper`` (names of scalar hyperparameters), the state
     they keep per parameter, and the update op they build."""
 
     _hyper: tuple = ()
+    _bounds: dict = {"lr": (0.0, None), "weight_decay": (0.0, None), "epsilon": (0.0, None)}
+    _slots: int = 1  # state tensors per parameter, shaped like it
 
     def __init__(self, lr=0.1, **hyper):
         self.step_counter = 0
@@ -101,11 +126,12 @@ class Optimizer:
             raise ValueError("this SGD was built without momentum buffers (momentum=0); "
                              "create it with a non-zero momentum to change momentum later")
         if k in ("lr",) + self._hyper:
+            value = v(self.step_counter) if isinstance(v, DecayScheduler) else v
+            check_hyper(type(self).__name__, self._bounds, k, value)
             if k == "lr":
                 object.__setattr__(self, "_lr_sched",
                                    v if isinstance(v, DecayScheduler) else None)
-                v = v(self.step_counter) if isinstance(v, DecayScheduler) else v
-            self._scalar(k)[()] = float(v)
+            self._scalar(k)[()] = float(value)
         else:
             object.__setattr__(self, k, v)
 
@@ -175,8 +201,9 @@ class Optimizer:
     def take_update_tokens(self) -> list[Tensor]:
         """The graph-mode update outputs of this optimizer recorded since the last call, to
         list among a graph's outputs so the updates run."""
-        mine = [t for t, o in _graph_updates if o is self]
-        _graph_updates[:] = [(t, o) for t, o in _graph_updates if o is not self]
+        updates = _recorded.updates
+        mine = [t for t, o in updates if o is self]
+        updates[:] = [(t, o) for t, o in updates if o is not self]
         return mine
 
     # checkpoints ------------------------------------------------------------------------
@@ -191,6 +218,12 @@ class Optimizer:
         """Per-parameter state tensors keyed by ``<param name>/<slot>``."""
         return {f"{self._names[k]}/{i}": t for k, st in self._state.items()
                 for i, t in enumerate(st)}
+
+    def state_specs(self, params: dict) -> dict[str, tuple]:
+        """``<param name>/<slot> -> (shape, dtype)`` of the full state this optimizer keeps
+        for ``params`` (a name -> Tensor dict), created or not yet."""
+        return {f"{n}/{i}": (p.shape, p.dtype) for n, p in params.items()
+                for i in range(self._slots)}
 
     def hyper_states(self) -> dict[str, np.ndarray]:
         out = {k: t.data for k, t in self._tensors.items()}
@@ -218,12 +251,19 @@ class SGD(Optimizer):
     momentum (PyTorch's formulation; momentum buffers start at zero)."""
 
     _hyper = ("momentum", "dampening", "weight_decay")
+    _bounds = {**Optimizer._bounds, "momentum": (0.0, None), "dampening": (None, None)}
 
     def __init__(self, lr=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
                  dtype=None):
+        if nesterov and not momentum > 0:  # (unlike PyTorch, dampening is allowed, as SINGA)
+            raise ValueError(f"SGD: nesterov momentum needs momentum > 0, got {momentum!r}")
         super().__init__(lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay)
         self.nesterov = nesterov
         self._use_momentum = momentum != 0.0
+
+    @property
+    def _slots(self):
+        return 1 if self._use_momentum else 0
 
     def _op_and_inputs(self, p, g):
         st = self._param_state(p, 1 if self._use_momentum else 0)
@@ -235,6 +275,8 @@ class Adam(Optimizer):
     """Adam with bias correction; ``weight_decay`` adds L2 to the gradient."""
 
     _hyper = ("beta_1", "beta_2", "epsilon", "weight_decay")
+    _bounds = {**Optimizer._bounds, "beta_1": (0.0, 1.0), "beta_2": (0.0, 1.0)}
+    _slots = 2
 
     def __init__(self, lr=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-8, weight_decay=0.0):
         super().__init__(lr, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
@@ -262,11 +304,17 @@ class Adam(Optimizer):
         out.update({f"{self._names[k]}/step": t for k, t in self._steps.items()})
         return out
 
+    def state_specs(self, params):
+        out = super().state_specs(params)
+        out.update({f"{n}/step": ((), np.dtype(np.float64)) for n in params})
+        return out
+
 
 class RMSProp(Optimizer):
     """RMSProp: divide by a running root mean square of the gradient."""
 
     _hyper = ("rho", "epsilon", "weight_decay")
+    _bounds = {**Optimizer._bounds, "rho": (0.0, None)}
 
     def __init__(self, lr=0.01, rho=0.9, epsilon=1e-8, weight_decay=0.0):
         super().__init__(lr, rho=rho, epsilon=epsilon, weight_decay=weight_decay)

@@ -49,11 +49,11 @@ class Graph:
     def capture(self):
         """Append every node created inside the block to this graph (in creation order)."""
         new: list = []
-        _node._capture_stack.append(new)
+        _node.capture_stack().append(new)
         try:
             yield new
         finally:
-            _node._capture_stack.pop()
+            _node.capture_stack().pop()
             self.nodes.extend(new)
 
     def add_outputs(self, *tensors: Tensor) -> None:

@@ -5,12 +5,24 @@ import contextlib
 import itertools
 import threading
 
-_ids = itertools.count()
+_ids = itertools.count()  # next() on a count is atomic: ids stay unique across threads
 _scopes = threading.local()  # per thread: models traced in different threads keep their own
 
-# Passes that add nodes to an existing graph (autodiff, optimizer) push a list here; every
-# Node created while it is on the stack is appended to it, in creation order.
-_capture_stack: list[list] = []
+
+class _Capture(threading.local):
+    """Passes that add nodes to an existing graph (autodiff, optimizer) push a list on this
+    thread's stack; every Node this thread creates while it is there is appended to it."""
+
+    def __init__(self):
+        self.stack: list[list] = []
+
+
+_capture = _Capture()
+
+
+def capture_stack() -> list[list]:
+    """This thread's stack of node-capturing lists."""
+    return _capture.stack
 
 
 class Node:
@@ -35,8 +47,9 @@ class Node:
         self.outputs = []
         self.name = name or f"{op.type}_{self.id}"
         self.scope = current_scope()
-        if _capture_stack:
-            _capture_stack[-1].append(self)
+        stack = _capture.stack
+        if stack:
+            stack[-1].append(self)
 
     @property
     def type(self) -> str:

@@ -8,6 +8,7 @@ out of other ops (:meth:`Operation.gradient`). Kernels live elsewhere, registere
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import ClassVar, Sequence
 
 import numpy as np
@@ -18,45 +19,55 @@ from .tensor import Tensor, TensorSpec
 
 OPS: dict[str, type] = {}
 
-_state = {"record": True, "build": 0}
+
+
+class _TraceState(threading.local):
+    """Whether eager ops record nodes, and how deep inside :func:`building` this thread is.
+    Per thread, so one model tracing its step never changes what another thread's ops do."""
+
+    record = True
+    build = 0
+
+
+_state = _TraceState()
 
 
 @contextlib.contextmanager
 def no_grad():
     """Eager ops run inside this block record no nodes, so no backward can pass through them."""
-    old = _state["record"]
-    _state["record"] = False
+    old = _state.record
+    _state.record = False
     try:
         yield
     finally:
-        _state["record"] = old
+        _state.record = old
 
 
 @contextlib.contextmanager
 def building():
     """Inside this block every op records a node and produces a symbolic tensor, even when all
     of its inputs hold data (a parameter transposed inside a model is still a graph op)."""
-    _state["build"] += 1
+    _state.build += 1
     try:
         yield
     finally:
-        _state["build"] -= 1
+        _state.build -= 1
 
 
 @contextlib.contextmanager
 def not_building():
     """Suspend :func:`building` inside the block: ops on concrete tensors run at once again
     (parameter initialisers called while a model is being traced)."""
-    saved = _state["build"]
-    _state["build"] = 0
+    saved = _state.build
+    _state.build = 0
     try:
         yield
     finally:
-        _state["build"] = saved
+        _state.build = saved
 
 
 def is_building() -> bool:
-    return _state["build"] > 0
+    return _state.build > 0
 
 
 class Operation:
@@ -114,6 +125,12 @@ class Operation:
         """
         raise UnsupportedOpError(f"op {self.type} has no gradient")
 
+    def index_inputs(self, inputs: Sequence[Tensor]) -> dict[int, int]:
+        """Inputs that hold class indices, as ``{input index: n}``: every value must lie in
+        ``[0, n)``. Plans check fed values before the first step runs, and eager mode before
+        the kernel, so a bad label never reaches a kernel after state has been updated."""
+        return {}
+
     def attributes(self) -> dict:
         """The op's attributes, for dumps, ONNX export and equality of plans."""
         return {k: v for k, v in vars(self).items() if not k.startswith("_") and k != "name"}
@@ -131,7 +148,7 @@ class Operation:
         device = inputs[0].device if inputs else None
         eager = not is_building() and all(x.data is not None for x in inputs)
         requires_grad = self.differentiable and any(x.requires_grad for x in inputs)
-        record = not eager or (_state["record"] and requires_grad)
+        record = not eager or (_state.record and requires_grad)
         node = _node.Node(self, inputs, self.name) if record else None
         outs = []
         for i, s in enumerate(specs):

@@ -7,6 +7,7 @@ shapes and record nodes, so a whole training step can be built before any data e
 from __future__ import annotations
 
 import itertools
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -108,7 +109,8 @@ class Tensor:
 
     @property
     def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
+        # math.prod on the int shape: planners ask for this for every tensor (np.prod is slow)
+        return math.prod(self.shape) * self.dtype.itemsize
 
     def __len__(self):
         if not self.shape:

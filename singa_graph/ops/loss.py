@@ -47,6 +47,9 @@ class SoftmaxCrossEntropy(Operation):
                              f"got labels {t.shape}")
         return [TensorSpec((), x.dtype)]
 
+    def index_inputs(self, inputs):
+        return _label_input(inputs)
+
     def gradient(self, inputs, outputs, dys, needs):
         from .activation import log_softmax
 
@@ -64,6 +67,15 @@ class SoftmaxCrossEntropyGrad(Operation):
 
     def infer(self, x, t, dy):
         return [TensorSpec(x.shape, x.dtype)]
+
+    def index_inputs(self, inputs):
+        return _label_input(inputs)
+
+
+def _label_input(inputs) -> dict[int, int]:
+    """Integer targets (input 1) are class indices into the logits' second axis."""
+    x, t = inputs[0], inputs[1]
+    return {} if is_float(t.dtype) or x.ndim != 2 else {1: x.shape[1]}
 
 
 class MeanSquareError(Operation):

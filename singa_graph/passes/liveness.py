@@ -19,21 +19,32 @@ class StorageGroups:
             input's group dies at the op (same byte size, neither group persistent).
     """
 
-    def __init__(self, graph, order=None, inplace: bool = False):
+    def __init__(self, graph, order=None, inplace: bool = False, base=None):
         self.graph = graph
+        self.inplace_pairs: list[tuple] = []  # (node, output tensor, input tensor)
+        if base is not None:  # the order-independent part, computed once for many orders
+            assert base.graph is graph and not base.inplace_pairs
+            self.tensors, self._writer = base.tensors, base._writer
+            self._parent = dict(base._parent)
+            self._persistent = base._persistent
+        else:
+            self._init_base(graph)
+        if inplace and order is not None:
+            self._merge_inplace(order)
+
+    def _init_base(self, graph) -> None:
         self.tensors = {id(t): t for t in graph.tensors()}
         self._parent = {k: k for k in self.tensors}
         self._writer = {id(o): n for n in graph.nodes for o in n.outputs}
-        self.inplace_pairs: list[tuple] = []  # (node, output tensor, input tensor)
         persist = {id(t) for t in graph.leaves()} | {id(t) for t in graph.outputs}
         for n in graph.nodes:
             for k in n.op.mutates:
                 persist.add(id(n.inputs[k]))
             for o, i in n.op.alias.items():
                 self._union(id(n.inputs[i]), id(n.outputs[o]))
-        self._persistent = {self._find(k) for k in persist}
-        if inplace and order is not None:
-            self._merge_inplace(order)
+        for k in self._parent:  # flatten, so later look-ups take one step
+            self._parent[k] = self._find(k)
+        self._persistent = frozenset(self._find(k) for k in persist)
 
     # union-find ---------------------------------------------------------------------------
     def _find(self, k):
@@ -118,9 +129,10 @@ def live_profile(sizes: dict, intervals: dict, steps: int) -> list[int]:
     return out
 
 
-def live_bytes_peak(graph, order, inplace: bool = True) -> int:
-    """The live-bytes lower bound of ``order``: no placement can use a smaller arena."""
-    groups = StorageGroups(graph, order, inplace=inplace)
+def live_bytes_peak(graph, order, inplace: bool = True, base=None) -> int:
+    """The live-bytes lower bound of ``order``: no placement can use a smaller arena.
+    ``base``: a ``StorageGroups(graph)`` to start from (saves recomputing it per order)."""
+    groups = StorageGroups(graph, order, inplace=inplace, base=base)
     iv = groups.intervals(order)
     prof = live_profile({g: groups.size(g) for g in iv}, iv, len(order))
     return max(prof, default=0)

@@ -2,13 +2,9 @@
 
 Given an order, :class:`~singa_graph.passes.liveness.StorageGroups` decides aliases and
 in-place reuse; each remaining transient group has a lifetime interval and a size. Offsets
-come from greedy placement (TVM's USMP greedy, ONNX Runtime's mem pattern planner): groups are
-taken in some priority order and each gets the lowest 64-byte-aligned offset that does not
-overlap any already placed group whose lifetime intersects its own. Two priorities are tried
-(largest first, and longest-lived-times-size first), then, while the graph is small enough for
-it to be cheap, seeded random perturbations of the size priority: first-fit is sensitive to
-ties between similar sizes, and a few hundred tries usually close the gap to the lower bound.
-The smallest arena wins; the search stops early once it reaches the (aligned) lower bound.
+come from :func:`~singa_graph.passes.placement.place`, which takes any hashable keys with a
+size and an interval (an O(n log n) sweep over lifetimes, plus greedy first-fit searches
+while the graph is small) and stops once the arena reaches the live-bytes lower bound.
 
 Kernel workspace (scratch a kernel declares for its shapes, see
 :mod:`singa_graph.runtime.registry`) is placed the same way: a buffer that lives for exactly
@@ -18,37 +14,11 @@ every buffer that is dead at that step.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 
 from .liveness import StorageGroups, live_profile
-
-ALIGN = 64
-SEARCH_TRIES = 300  # random placement orders tried at most
-SEARCH_WORK = 4_000_000  # tries * groups^2 stays under this, so big graphs compile quickly
-
-
-def _align(n: int) -> int:
-    return (n + ALIGN - 1) // ALIGN * ALIGN
-
-
-def _place(items, sizes, intervals) -> tuple[dict[int, int], int]:
-    """First-fit lowest offset for each group in ``items`` order."""
-    placed: list[tuple[int, int, int, int]] = []  # (start, end, offset, size)
-    offsets, top = {}, 0
-    for g in items:
-        a, b = intervals[g]
-        size = _align(max(sizes[g], 1))
-        busy = sorted((off, off + sz) for (s, e, off, sz) in placed if s <= b and a <= e)
-        off = 0
-        for lo, hi in busy:
-            if off + size <= lo:
-                break
-            off = max(off, hi)
-        offsets[g] = off
-        placed.append((a, b, off, size))
-        top = max(top, off + size)
-    return offsets, top
+from .placement import ALIGN, place  # noqa: F401  (ALIGN: re-exported for the planner's users)
+from .placement import align as _align
 
 
 @dataclass
@@ -140,22 +110,7 @@ def plan_memory(graph, order, schedule: str = "", inplace: bool = True,
     sizes = {g: groups.size(g) for g in intervals if not isinstance(g, tuple)}
     sizes.update({("workspace", s): b for s, b in ws.items()})
     prof = live_profile(sizes, intervals, len(order))
-    by_size = sorted(intervals, key=lambda g: (-sizes[g], intervals[g][0]))
-    by_area = sorted(intervals, key=lambda g: (-(intervals[g][1] - intervals[g][0] + 1)
-                                               * sizes[g], intervals[g][0]))
-    offsets, arena = min((_place(items, sizes, intervals) for items in (by_size, by_area)),
-                         key=lambda r: r[1])
-    aligned = {g: _align(max(sizes[g], 1)) for g in intervals}
-    floor = max(live_profile(aligned, intervals, len(order)), default=0)
-    rng = random.Random(0)
-    for _ in range(min(SEARCH_TRIES, SEARCH_WORK // max(len(intervals), 1) ** 2)):
-        if arena <= floor:
-            break
-        items = sorted(intervals, key=lambda g: (-sizes[g] * rng.uniform(0.5, 1.5),
-                                                 intervals[g][0]))
-        cand = _place(items, sizes, intervals)
-        if cand[1] < arena:
-            offsets, arena = cand
+    offsets, arena = place(sizes, intervals)
     alias_outs = {id(n.outputs[o]) for n in graph.nodes for o in n.op.alias}
     no_reuse = sum(_align(max(t.nbytes, 1)) for t in graph.tensors()
                    if not groups.persistent(groups.root(t)) and id(t) not in alias_outs)

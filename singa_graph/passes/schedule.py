@@ -127,46 +127,61 @@ class _Program:
     push = staticmethod(lambda q, i: heapq.heappush(q, i))
 
 
-def _greedy(graph, deps) -> list:
+def _greedy(graph, deps, groups) -> list:
     """At each step run the ready node that adds the fewest live bytes (outputs it allocates
     minus inputs it frees), ties broken by program order; ``run_late`` nodes only when nothing
-    else is ready, the all-reduce starts that they wait for as soon as they are ready."""
-    from .liveness import StorageGroups
+    else is ready, the all-reduce starts that they wait for as soon as they are ready.
 
+    A node's gain only changes when one of its input groups gets down to its last reader, so
+    ready nodes sit in a heap and are re-pushed then; stale entries are skipped when popped
+    (O(n log n) instead of scanning every ready node at every step)."""
     nodes = graph.nodes
-    groups = StorageGroups(graph)
     n = len(nodes)
-    readers_left: dict[int, int] = {}
-    for nd in nodes:
-        for g in {groups.root(x) for x in nd.inputs}:
-            readers_left[g] = readers_left.get(g, 0) + 1
+    ins = [[g for g in {groups.root(x) for x in nd.inputs} if not groups.persistent(g)]
+           for nd in nodes]
+    alloc = [sum(groups.size(g) for g in {groups.root(o) for o in nd.outputs}
+                 if not groups.persistent(g) and groups.first_writer(g) is nd)
+             for nd in nodes]
+    readers: dict[int, list[int]] = {}
+    for i, gs in enumerate(ins):
+        for g in gs:
+            readers.setdefault(g, []).append(i)
+    readers_left = {g: len(rs) for g, rs in readers.items()}
     succ: list[list[int]] = [[] for _ in range(n)]
     indeg = [len(deps[i]) for i in range(n)]
     for i, ds in deps.items():
         for d in ds:
             succ[d].append(i)
-    ready = {i for i in range(n) if indeg[i] == 0}
-    order = []
 
     def delta(i):
-        nd = nodes[i]
-        alloc = sum(groups.size(g) for g in {groups.root(o) for o in nd.outputs}
-                    if not groups.persistent(g) and groups.first_writer(g) is nd)
-        free = sum(groups.size(g) for g in {groups.root(x) for x in nd.inputs}
-                   if not groups.persistent(g) and readers_left[g] == 1)
-        return alloc - free
+        return alloc[i] - sum(groups.size(g) for g in ins[i] if readers_left[g] == 1)
 
-    while ready:
-        i = min(ready, key=lambda j: (nodes[j].op.run_late, -_starts_comm(nodes[j].op),
-                                      delta(j), j))
+    def key(i):
+        op = nodes[i].op
+        return (op.run_late, -_starts_comm(op), delta(i), i)
+
+    ready = {i for i in range(n) if indeg[i] == 0}
+    heap = [key(i) for i in ready]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        k = heapq.heappop(heap)
+        i = k[-1]
+        if i not in ready or k != key(i):
+            continue
         ready.discard(i)
         order.append(i)
-        for g in {groups.root(x) for x in nodes[i].inputs}:
+        for g in ins[i]:
             readers_left[g] -= 1
+            if readers_left[g] == 1:  # its last reader now frees it: that gain grows
+                for r in readers[g]:
+                    if r in ready:
+                        heapq.heappush(heap, key(r))
         for s in succ[i]:
             indeg[s] -= 1
             if indeg[s] == 0:
                 ready.add(s)
+                heapq.heappush(heap, key(s))
     if len(order) < n:
         raise GraphError("graph has a cycle (through data or in-place hazards)")
     return [nodes[i] for i in order]
@@ -186,8 +201,18 @@ def schedule(graph, policy: str = "memory") -> list:
         return _kahn(graph, deps, _Program, asap=False)  # creation order whenever legal
     if policy == "topological":
         return _kahn(graph, deps, _Fifo)
-    from .liveness import live_bytes_peak
+    from .liveness import StorageGroups, live_bytes_peak
 
+    base = StorageGroups(graph)
     candidates = [_kahn(graph, deps, _Program), _kahn(graph, deps, _Fifo),
-                  _kahn(graph, deps, _Lifo), _greedy(graph, deps)]
-    return min(candidates, key=lambda order: live_bytes_peak(graph, order))
+                  _kahn(graph, deps, _Lifo), _greedy(graph, deps, base)]
+    best, best_peak, seen = None, None, set()
+    for order in candidates:
+        key = tuple(n.id for n in order)
+        if key in seen:  # orders often coincide on chains: evaluate each once
+            continue
+        seen.add(key)
+        p = live_bytes_peak(graph, order, base=base)
+        if best is None or p < best_peak:
+            best, best_peak = order, p
+    return best

@@ -7,13 +7,15 @@ loop over prepared zero-argument steps: no allocation, shape inference or look-u
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
 from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import DTypeError, GraphError, ShapeError
+from ..errors import DTypeError, GraphError, ShapeError, StateUndefinedError
+from .checks import check_feed_values, check_indices, index_feed_checks
 from .device import aligned_bytes
 from .registry import bind
 
@@ -43,12 +45,20 @@ class ExecutionPlan:
         self._arrays = self._bind_arrays()
         self._feed_arrays = [self._arrays[id(t)] for t in self.inputs]
         self._by_name = {t.name: i for i, t in enumerate(self.inputs)}
+        self._by_id = {id(t): i for i, t in enumerate(self.inputs)}
+        names = [t.name for t in self.inputs]
+        self._ambiguous = {n for n in names if names.count(n) > 1}
+        self._index_checks = index_feed_checks(graph, self.inputs)
+        self._lock = threading.RLock()  # concurrent runs share the arena: serialise them
         self._fetch_arrays = [self._arrays[id(t)] for t in self.fetches]
         self.nodes = list(memory.order)
         ws = {s: self.arena[off:off + n] for s, (off, n) in memory.workspace.items()}
         self.steps = [bind(n.op, [self._arrays[id(x)] for x in n.inputs],
                            [self._arrays[id(o)] for o in n.outputs], kind, ws.get(s))
                       for s, n in enumerate(self.nodes)]
+        # the first step that writes persistent state: a failure before it changes nothing
+        self._first_mutation = next((i for i, n in enumerate(self.nodes) if n.op.mutates),
+                                    len(self.nodes))
         if poison:
             self._dead = self._dead_regions()
 
@@ -91,6 +101,8 @@ class ExecutionPlan:
 
     # ------------------------------------------------------------------ running
     def _load_feeds(self, feeds) -> None:
+        if feeds is None:
+            feeds = ()
         if isinstance(feeds, (list, tuple)):
             if len(feeds) != len(self.inputs):
                 raise GraphError(f"plan takes {len(self.inputs)} inputs "
@@ -99,8 +111,12 @@ class ExecutionPlan:
         else:
             values = [None] * len(self.inputs)
             for k, v in dict(feeds).items():
-                i = self._by_name.get(k if isinstance(k, str) else getattr(k, "name", None))
-                if i is None or (not isinstance(k, str) and self.inputs[i] is not k):
+                if isinstance(k, str) and k in self._ambiguous:
+                    raise GraphError(f"{len([t for t in self.inputs if t.name == k])} inputs "
+                                     f"of this plan are named {k!r}; feed them by Placeholder "
+                                     "or as a list in input order")
+                i = self._by_name.get(k) if isinstance(k, str) else self._by_id.get(id(k))
+                if i is None:
                     raise GraphError(f"{getattr(k, 'name', k)!r} is not an input of this plan; "
                                      f"inputs: {[t.name for t in self.inputs]}")
                 values[i] = v
@@ -115,7 +131,10 @@ class ExecutionPlan:
                 raise ShapeError(f"feed for {t.name} has shape {a.shape}, expected {t.shape}")
             if a.dtype != t.dtype and not np.can_cast(a.dtype, t.dtype, "same_kind"):
                 raise DTypeError(f"feed for {t.name} has dtype {a.dtype}, expected {t.dtype}")
+            check_feed_values(t.name, a, t.dtype)
             arrays.append(a)
+        for i, n, reader in self._index_checks:
+            check_indices(f"feed for {self.inputs[i].name}", arrays[i], n, reader)
         for dst, a in zip(self._feed_arrays, arrays):
             np.copyto(dst, a, casting="same_kind")
 
@@ -123,22 +142,41 @@ class ExecutionPlan:
         """Feed the inputs (a dict keyed by Placeholder or name, or a list in input order),
         run every step, and return copies of the fetched outputs.
 
-        Wrong, missing or unknown feeds raise before any step runs, so nothing is updated.
+        Wrong, missing or unknown feeds, empty batches, class labels out of range and integers
+        that would wrap raise before any step runs, so nothing is updated. Should a step still
+        fail after an earlier one wrote parameters, buffers or optimizer state,
+        :class:`StateUndefinedError` says so. Concurrent calls run one after the other.
         """
-        self._load_feeds(feeds)
-        if self.poison:
-            self._run_poisoned()
-        else:
-            for step in self.steps:
-                step()
-        return [a.copy() for a in self._fetch_arrays]
+        with self._lock:
+            self._load_feeds(feeds)
+            if self.poison:
+                self.arena.fill(0xFF)  # all-ones bytes are NaN in float32 and float64
+            self._run_steps(self._poisoned_steps() if self.poison else self.steps)
+            return [a.copy() for a in self._fetch_arrays]
 
-    def _run_poisoned(self) -> None:
-        self.arena.fill(0xFF)  # all-ones bytes are NaN in float32 and float64
-        for step, dead in zip(self.steps, self._dead):
-            step()
-            for region in dead:
-                region.fill(0xFF)
+    def _run_steps(self, steps) -> None:
+        i = 0
+        try:
+            for i, step in enumerate(steps):
+                step()
+        except Exception as e:
+            if i < self._first_mutation:  # nothing persistent written yet
+                raise
+            raise StateUndefinedError(
+                f"step {i} ({self.nodes[i].name}, {self.nodes[i].type}) failed after earlier "
+                f"steps had updated parameters, buffers or optimizer state, so that state is "
+                f"now undefined (reload a checkpoint): {type(e).__name__}: {e}") from e
+
+    def _poisoned_steps(self) -> list:
+        """The steps, each followed by filling the arena regions that die there with NaN."""
+        def poisoned(step, dead):
+            def run():
+                step()
+                for region in dead:
+                    region.fill(0xFF)
+            return run
+
+        return [poisoned(step, dead) for step, dead in zip(self.steps, self._dead)]
 
     # ------------------------------------------------------------------ reports
     def memory_report(self) -> dict:
@@ -155,6 +193,10 @@ class ExecutionPlan:
 
     def profile(self, feeds=(), repeat: int = 10) -> "Profile":
         """Run ``repeat`` times, timing every step; returns a :class:`Profile`."""
+        with self._lock:
+            return self._profile(feeds, repeat)
+
+    def _profile(self, feeds, repeat):
         self._load_feeds(feeds)
         times = np.zeros((repeat, len(self.steps)))
         clock = time.perf_counter

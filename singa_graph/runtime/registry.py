@@ -126,9 +126,17 @@ def run_eager(op, inputs, outputs) -> None:
     """Run one op at once: allocate its outputs, build the step, call it.
 
     Workspace comes from the device's scratch pool (one per device and thread, grown to the
-    largest request and reused), never from a fresh allocation per call."""
+    largest request and reused), never from a fresh allocation per call. Class indices are
+    checked before the kernel runs; inside a transaction (a Model step) the inputs the op
+    mutates are journalled first, so a failure later in the step can undo it."""
+    from .checks import active_journal, check_op_indices
     from .device import scratch
 
+    check_op_indices(op, inputs)
+    journal = active_journal()
+    if journal is not None:
+        for k in op.mutates:
+            journal.record(inputs[k].data)
     outs = [np.empty(t.shape, t.dtype) for t in outputs]
     for o, i in op.alias.items():  # views, as inside a plan: the kernel then does nothing
         outs[o] = inputs[i].data.reshape(outputs[o].shape)

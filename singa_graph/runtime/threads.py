@@ -68,8 +68,18 @@ def apply() -> None:
             except ImportError:  # pragma: no cover - threadpoolctl is a dependency
                 pass
             else:
+                _load_numba_blas()
                 _policy["limiter"] = threadpool_limits(limits=n, user_api="blas")
         _policy["applied"] = True
+
+
+def _load_numba_blas() -> None:
+    """Numba's np.dot inside kernels calls SciPy's own OpenBLAS, loaded lazily when the first
+    such kernel runs: load it now, so that the limit covers it too."""
+    try:
+        import scipy.linalg.cython_blas  # noqa: F401
+    except ImportError:  # pragma: no cover - then Numba kernels use no BLAS of their own
+        pass
 
 
 def num_threads() -> int:

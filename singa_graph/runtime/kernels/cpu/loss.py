@@ -111,7 +111,7 @@ def mse_grad(op, ins, outs):
     return lambda: _mse_grad(x, t, dy, inv_n, dx)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _ce(y, t, out, inv_n):
     total = 0.0
     for i in range(y.shape[0]):
@@ -120,7 +120,7 @@ def _ce(y, t, out, inv_n):
     out[0] = total * inv_n
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")  # y == 0 where t != 0: -inf, as IEEE (and PyTorch)
 def _ce_grad(y, t, dy, inv_n, dx):
     g = dy[0] * inv_n
     for i in range(y.shape[0]):
