@@ -36,3 +36,7 @@ class CheckpointError(SingaGraphError, ValueError):
 
 class DeviceError(SingaGraphError, RuntimeError):
     """A device is unavailable or a tensor lives on the wrong device."""
+
+
+class ModelFormatError(SingaGraphError, ValueError):
+    """A model file is truncated, malformed or not a model of the expected format."""
