@@ -16,7 +16,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ..errors import DTypeError, GraphError, ModelFormatError, UnsupportedOpError
+from ..errors import (DTypeError, GraphError, ModelFormatError, SingaGraphError,
+                      UnsupportedOpError)
 from ..ir.tensor import Parameter, Tensor
 from .registry import find_importer
 
@@ -150,13 +151,15 @@ class Program:
             else:
                 node = NodeView(proto, env, self, store, training)
                 fn = find_importer(proto.op_type, self.opset)
+                where = f"ONNX node {proto.name or proto.op_type!r} ({proto.op_type})"
                 try:
                     values = fn(node)
                 except (NeedsValue, UnsupportedOpError):
                     raise
-                except (ValueError, TypeError) as e:
-                    raise type(e)(f"ONNX node {proto.name or proto.op_type!r} "
-                                  f"({proto.op_type}): {e}") from e
+                except SingaGraphError as e:  # shape and dtype errors: name the ONNX node
+                    raise type(e)(f"{where}: {e}") from e
+                except (ValueError, TypeError, IndexError, KeyError) as e:
+                    raise GraphError(f"{where}: {e}") from e
             if not isinstance(values, (list, tuple)):
                 values = [values]
             for name, v in zip(proto.output, values):
