@@ -133,13 +133,14 @@ def cmd_import(args) -> int:
     print(f"{args.model}: opset {prog.opset}, {len(prog.graph.node)} nodes, "
           f"{len(prog.initializers)} initialisers")
     print("  ops: " + ", ".join(f"{k} x{v}" for k, v in sorted(counts.items())))
-    shapes = [tuple(args.batch_size if d is None else d for d in s)
-              for s in model.input_shapes()]
     for name, s in zip(prog.inputs, model.input_shapes()):
-        print(f"  input  {name}: {tuple('N' if d is None else d for d in s)}")
+        print(f"  input  {name}: {'?' if s is None else tuple('N' if d is None else d for d in s)}")
     print(f"  outputs: {', '.join(prog.outputs)}")
-    xs = [np.zeros(s, np.float32) for s in shapes]
-    plan = model.plan_for(*xs)
+    try:
+        plan = model.plan_for(*model.example_inputs(args.batch_size))
+    except SingaGraphError as e:
+        print(f"singa-graph import: {e}", file=sys.stderr)
+        return 1
     print(f"\ninference plan for batch {args.batch_size}: {len(plan.nodes)} steps, "
           f"{len(model.get_params())} parameters")
     print_memory(plan.memory_report())

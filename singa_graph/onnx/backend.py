@@ -50,9 +50,9 @@ class SingaRep(BackendRep):
         if isinstance(inputs, (np.ndarray, Tensor)):
             inputs = [inputs]
         inputs = list(inputs)
-        if len(inputs) != len(names):
-            raise GraphError(f"the model takes {len(names)} input(s) {names}, got {len(inputs)}")
-        return [np.asarray(x.data if isinstance(x, Tensor) else x) for x in inputs]
+        arrays = [np.asarray(x.data if isinstance(x, Tensor) else x) for x in inputs]
+        self.program.check_inputs([a.shape for a in arrays])
+        return arrays
 
     def run(self, inputs, **kwargs):
         """Run the model on ``inputs`` (a list in input order, or a dict by name)."""

@@ -97,6 +97,8 @@ def trace_model(model, inputs=None):
     from .. import autograd
 
     specs = inputs if inputs is not None else getattr(model, "_onnx_inputs", None)
+    if specs is None and hasattr(model, "example_inputs"):
+        specs = model.example_inputs()
     if specs is None:
         raise GraphError("export needs the input shapes: call model.compile([x]) first or "
                          "pass inputs=[x, ...] (arrays, Tensors or Placeholders)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import autograd, layer
-from ..errors import ShapeError
+from ..errors import GraphError
 from ..ir.tensor import Parameter, Tensor
 from ..zoo import _Classifier
 from . import import_math, import_nn, import_shape  # noqa: F401  (fill the tables)
@@ -71,26 +71,23 @@ class ONNXModel(_Classifier):
 
     def input_shapes(self) -> list[tuple]:
         """Declared input shapes; symbolic dimensions are None."""
+        return self.program.input_shapes()
+
+    def example_inputs(self, batch: int = 1) -> list[np.ndarray]:
+        """Zero arrays of the declared input shapes, symbolic dimensions set to ``batch``."""
+        from onnx import helper
+
         out = []
-        for name in self.program.inputs:
-            dims = self.program.input_info[name].type.tensor_type.shape.dim
-            out.append(tuple(d.dim_value if d.HasField("dim_value") else None for d in dims))
+        for name, shape in zip(self.program.inputs, self.input_shapes()):
+            elem = self.program.input_info[name].type.tensor_type.elem_type
+            if shape is None:
+                raise GraphError(f"input {name!r} declares no shape; give example inputs")
+            out.append(np.zeros(tuple(batch if d is None else d for d in shape),
+                                helper.tensor_dtype_to_np_dtype(elem)))
         return out
 
-    def _check_inputs(self, xs) -> None:
-        if len(xs) != len(self.program.inputs):
-            raise ShapeError(f"the model takes {len(self.program.inputs)} input(s) "
-                             f"{self.program.inputs}, got {len(xs)}")
-        for name, x, want in zip(self.program.inputs, xs, self.input_shapes()):
-            shape = tuple(x.shape)
-            if len(shape) != len(want) or any(w is not None and w != s
-                                              for w, s in zip(want, shape)):
-                pretty = tuple("?" if w is None else w for w in want)
-                raise ShapeError(f"input {name!r} has shape {shape}, the model expects "
-                                 f"{pretty}")
-
     def forward(self, *xs, aux_output=(), last_layers=None):
-        self._check_inputs(xs)
+        self.program.check_inputs([tuple(x.shape) for x in xs])
         outs = self.program.trace(
             dict(zip(self.program.inputs, xs)), self.initializers,
             training=bool(autograd.training),

@@ -16,8 +16,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ..errors import (DTypeError, GraphError, ModelFormatError, SingaGraphError,
-                      UnsupportedOpError)
+from ..errors import (DTypeError, GraphError, ModelFormatError, ShapeError,
+                      SingaGraphError, UnsupportedOpError)
 from ..ir.tensor import Parameter, Tensor
 from .registry import find_importer
 
@@ -101,6 +101,28 @@ class Program:
         self.input_info = {i.name: i for i in self.graph.input}
         self.outputs = [o.name for o in self.graph.output]
         self.check_supported()
+
+    def input_shapes(self) -> list[tuple]:
+        """Declared shapes of the fed inputs; symbolic or unknown dimensions are None."""
+        out = []
+        for name in self.inputs:
+            t = self.input_info[name].type.tensor_type
+            dims = t.shape.dim if t.HasField("shape") else None
+            out.append(None if dims is None else
+                       tuple(d.dim_value if d.HasField("dim_value") else None for d in dims))
+        return out
+
+    def check_inputs(self, shapes) -> None:
+        """Raise ShapeError unless ``shapes`` fit the declared input shapes."""
+        if len(shapes) != len(self.inputs):
+            raise ShapeError(f"the model takes {len(self.inputs)} input(s) {self.inputs}, "
+                             f"got {len(shapes)}")
+        for name, shape, want in zip(self.inputs, shapes, self.input_shapes()):
+            if want is not None and (len(shape) != len(want) or any(
+                    w is not None and w != s for w, s in zip(want, shape))):
+                pretty = tuple("?" if w is None else w for w in want)
+                raise ShapeError(f"input {name!r} has shape {tuple(shape)}, the model "
+                                 f"expects {pretty}")
 
     # ------------------------------------------------------------------ analysis
     def static_nodes(self, static_inputs=()) -> set[int]:

@@ -86,9 +86,12 @@ def test_every_unsupported_op_is_named_at_once():
 
 
 def test_wrong_input_shape(tmp_path):
-    im = sonnx_io.load(str(_exported(tmp_path)))
+    path = str(_exported(tmp_path))
+    im = sonnx_io.load(path)
     with pytest.raises(ShapeError, match=r"has shape \(2, 9\), the model expects \('\?', 8\)"):
         im(np.zeros((2, 9), np.float32))
+    with pytest.raises(ShapeError, match="expects"):
+        sonnx.prepare(onnx.load(path)).run([np.zeros((2, 8, 1), np.float32)])
 
 
 def test_sonnx_to_onnx_prepare_and_run_in_eager_mode():
