@@ -13,27 +13,36 @@ from .program import Program, read_model
 
 class Initializers(layer.Layer):
     """Holds the imported initialisers: float ones used as tensors become Parameters,
-    BatchNorm statistics buffers. Their names stay the ONNX initialiser names."""
+    BatchNorm statistics buffers. They keep their ONNX names, whatever characters those
+    hold, so they are kept in a dict rather than as attributes."""
 
     def __init__(self, device=None):
         super().__init__()
         object.__setattr__(self, "_device", device)
+        object.__setattr__(self, "_tensors", {})
+        object.__setattr__(self, "_buffer_names", set())
 
     def _prefix(self) -> str:
         return ""
 
+    def _own(self, buffers: bool):
+        for name, t in self._tensors.items():
+            if (name in self._buffer_names) == buffers:
+                yield name, t
+
     def parameter(self, name, arr) -> Tensor:
-        t = vars(self).get(name)
+        t = self._tensors.get(name)
         if t is None:
-            t = Parameter(data=np.array(arr), device=self._device, name=name)
-            object.__setattr__(self, name, t)
+            t = self._tensors[name] = Parameter(data=np.array(arr), device=self._device,
+                                                name=name)
         return t
 
     def buffer(self, name, arr) -> Tensor:
-        t = vars(self).get(name)
+        t = self._tensors.get(name)
         if t is None:
-            t = Tensor(data=np.array(arr), device=self._device, requires_grad=False, name=name)
-            self.register_buffer(name, t)
+            t = self._tensors[name] = Tensor(data=np.array(arr), device=self._device,
+                                             requires_grad=False, name=name)
+            self._buffer_names.add(name)
         return t
 
 

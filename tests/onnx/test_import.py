@@ -185,3 +185,15 @@ def test_tables_pick_the_form_of_the_models_opset():
     assert registry.find_importer("Sin", 17) is None
     # the waiting list names only ops without an import (Gelu: the tanh form is composed)
     assert set(WAITING_FOR_OP_LIBRARY) & set(registry.IMPORTERS) == {"Gelu"}
+
+
+def test_initialiser_names_with_any_characters_stay_parameter_names():
+    m = _model([helper.make_node("MatMul", ["x", "_w:0/kernel"], ["y"])],
+               [_vi("x", [2, 3])], [_vi("y", [2, 4])], {"_w:0/kernel": _f32(3, 4)})
+    im = sonnx_io.load(m)
+    im.set_optimizer(opt.SGD(lr=0.1))
+    im.compile([_f32(2, 3)], is_train=True)
+    assert list(im.get_params()) == ["_w:0/kernel"]
+    before = im.get_params()["_w:0/kernel"].to_numpy()
+    im(_f32(2, 3), np.array([0, 1], np.int32))
+    assert np.abs(im.get_params()["_w:0/kernel"].to_numpy() - before).max() > 0
