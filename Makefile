@@ -4,7 +4,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-test
 
-.PHONY: install test demo bench clean
+# Programs some tests and pictures use: Graphviz's dot (svg/png graphs), rsvg-convert
+# (memory.png) and headless Chromium (the HTML test). `make test` installs them with apt-get
+# when it runs as root on a system that has it; elsewhere the tests that need them are
+# skipped and say why.
+TOOLS_APT := graphviz librsvg2-bin chromium
+
+.PHONY: install tools torch test demo bench pictures clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,7 +20,25 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-test: install
+tools:
+	@if command -v dot >/dev/null && command -v rsvg-convert >/dev/null && \
+	    command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing $(TOOLS_APT) with apt-get"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	        --no-install-recommends $(TOOLS_APT)) >/dev/null 2>&1 || \
+	    echo "note: could not install $(TOOLS_APT); the tests that need them are skipped"; \
+	else \
+	    echo "note: $(TOOLS_APT) are not all installed (not root or no apt-get); the tests" \
+	         "that need them are skipped"; \
+	fi
+
+# PyTorch (a local CPU build, pinned) lets the tests compare with it; best effort.
+torch: install
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q 'torch==2.13.0' || \
+	    echo "note: torch==2.13.0 could not be installed; the tests that compare with it are skipped"
+
+test: install tools torch
 	$(PY) -m pytest -q
 
 demo: install
@@ -27,5 +51,9 @@ bench: install
 	$(PY) bench/overhead.py
 	$(PY) bench/step_time.py
 
+# the README's pictures of the CNN training graph and its memory timeline (docs/images)
+pictures: install tools
+	$(PY) docs/make_pictures.py
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache test-artifacts

@@ -50,6 +50,9 @@ def parser(description: str, *, epochs=3, batch_size=64, lr=0.05, momentum=0.9,
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="train on the first N training samples only (and test on at most N)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--dump", metavar="DIR", default=None,
+                   help="write pictures of the training and inference plans into DIR (graph, "
+                   "schedule and memory timeline: html, dot, json, memory.svg, ...)")
     return p
 
 
@@ -110,6 +113,15 @@ def format_memory(reports: dict) -> str:
     return "\n".join(lines)
 
 
+def _dump(model, args, stem: str) -> None:
+    """With ``--dump DIR``: every picture of the plan that just ran, as ``DIR/stem.*``."""
+    if getattr(args, "dump", None):
+        from singa_graph import viz
+
+        paths = viz.dump_all(model.last_plan, args.dump, stem)
+        print(f"wrote {', '.join(paths)}")
+
+
 def train(model, args, dataset, name: str = "model") -> float:
     """Train ``model`` (a ``zoo``-style classifier) on ``dataset``; returns test accuracy.
 
@@ -118,6 +130,8 @@ def train(model, args, dataset, name: str = "model") -> float:
     memory reports of the training and inference plans are printed at the end.
     """
     xtr, ytr, xte, yte = dataset
+    if getattr(args, "dump", None) and not args.graph:
+        raise SystemExit("--dump draws compiled plans: it needs graph mode, not --eager")
     bs = min(args.batch_size, len(xtr))
     sg_random.seed(args.seed)
     model.set_optimizer(opt.SGD(lr=args.lr, momentum=args.momentum,
@@ -144,6 +158,7 @@ def train(model, args, dataset, name: str = "model") -> float:
                 bar.set_postfix(loss=f"{tot_loss / seen:.4f}", acc=f"{tot_correct / seen:.3f}")
         if args.graph and epoch == 0:
             reports[f"train step (batch {bs})"] = model.memory_report()
+            _dump(model, args, "train")
         acc = evaluate(model, xte, yte, bs)
         print(f"epoch {epoch + 1}/{args.epochs}: loss {tot_loss / max(seen, 1):.4f}, "
               f"train acc {tot_correct / max(seen, 1):.4f}, test acc {acc:.4f} "
@@ -153,6 +168,7 @@ def train(model, args, dataset, name: str = "model") -> float:
             model.eval()
             model(xte[:bs])
             reports[f"inference (batch {bs})"] = model.memory_report()
+            _dump(model, args, "inference")
             model.train()
         if reports:
             print("\nmemory plans:")

@@ -2,6 +2,7 @@
 
     singa-graph train cnn --epochs 10          # run examples/cnn.py with these options
     singa-graph info resnet --batch-size 8     # graph summary, schedule and memory plan
+    singa-graph dump cnn --format html -o cnn.html   # graph, schedule and memory timeline
     singa-graph train xception --help
     singa-graph export cnn -o cnn.onnx          # an example model as ONNX (symbolic batch)
     singa-graph import cnn.onnx --train data.npz  # summary, memory plan, fine-tuning
@@ -18,7 +19,6 @@ import sys
 
 MODELS = ("mlp", "cnn", "resnet", "xception")
 SCHEDULES = ("sequential", "topological", "memory")
-PLANNED = "not available yet: graph pictures are planned"
 
 
 def examples_dir() -> str:
@@ -67,19 +67,25 @@ def cmd_train(args) -> int:
     return 0
 
 
-def cmd_info(args) -> int:
+def compiled_plan(model_name: str, batch_size: int, schedule: str, full: bool = False,
+                  train: bool = True):
+    """The compiled training (or inference) plan of an example model; nothing is run."""
     import numpy as np
 
     from . import opt, random as sg_random
     from .ir.tensor import Placeholder
 
     sg_random.seed(0)
-    model, shape = build_model(args.model, args.batch_size, small=not args.full)
+    model, shape = build_model(model_name, batch_size, small=not full)
     model.set_optimizer(opt.SGD(lr=0.01, momentum=0.9))
     x = Placeholder(shape, np.float32, name="x")
-    y = Placeholder((args.batch_size,), np.int32, name="y")
-    model.compile([x], is_train=True, use_graph=True, schedule=args.schedule)
-    plan = model.plan_for(x, y)  # compiled and cached, not run
+    y = Placeholder((batch_size,), np.int32, name="y")
+    model.compile([x], is_train=train, use_graph=True, schedule=schedule)
+    return model.plan_for(x, y) if train else model.plan_for(x)
+
+
+def cmd_info(args) -> int:
+    plan = compiled_plan(args.model, args.batch_size, args.schedule, args.full)
     print(plan.graph.summary())
     print(f"\nschedule: {plan.memory.schedule} ({len(plan.nodes)} steps)")
     r = plan.memory_report()
@@ -163,9 +169,31 @@ def cmd_import(args) -> int:
     return 0
 
 
-def cmd_planned(args) -> int:
-    print(f"singa-graph {args.command}: {PLANNED}", file=sys.stderr)
-    return 2
+def cmd_dump(args) -> int:
+    import numpy as np
+
+    from . import viz
+    from .errors import SingaGraphError
+
+    fmt = args.format or (viz.format_of(args.output) if args.output else "html")
+    out = args.output or f"{args.model}.{fmt}"
+    plan = compiled_plan(args.model, args.batch_size, args.schedule, args.full,
+                         train=not args.eval)
+    if args.profile:
+        rng = np.random.default_rng(0)
+        feeds = [rng.standard_normal(t.shape).astype(t.dtype) if t.dtype.kind == "f"
+                 else rng.integers(0, 10, t.shape).astype(t.dtype) for t in plan.inputs]
+        plan.profile(feeds, repeat=args.profile)
+    try:
+        viz.dump(plan, out, format=fmt, leaves=not args.no_leaves)
+    except SingaGraphError as e:
+        print(f"singa-graph dump: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {out} ({fmt}: {len(plan.nodes)} nodes, arena "
+          f"{plan.memory.arena_bytes / (1 << 20):.3f} MiB)")
+    if args.map:
+        print(plan.memory_map())
+    return 0
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -192,6 +220,32 @@ def make_parser() -> argparse.ArgumentParser:
                    help="xception: the full 299x299 network instead of the small one")
     i.set_defaults(func=cmd_info)
 
+    from .viz import FORMATS
+
+    d = sub.add_parser("dump", help="draw a model's graph, schedule and memory plan",
+                       description="Compile the training (or --eval: inference) plan of MODEL "
+                       "and write it as a picture or data file. Formats: "
+                       + ", ".join(FORMATS) + " (svg and png need Graphviz's dot).")
+    d.add_argument("model", choices=MODELS, metavar="MODEL", help=" | ".join(MODELS))
+    d.add_argument("--format", choices=FORMATS, default=None,
+                   help="default: from the suffix of -o, else html")
+    d.add_argument("-o", "--output", default=None, metavar="PATH",
+                   help="file to write (default: MODEL.FORMAT)")
+    d.add_argument("--batch-size", type=int, default=32, help="default: %(default)s")
+    d.add_argument("--schedule", choices=SCHEDULES, default="memory",
+                   help="default: %(default)s")
+    d.add_argument("--eval", action="store_true", help="the inference plan instead of the "
+                   "training step")
+    d.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="time every node over N runs on random data and show it (html)")
+    d.add_argument("--no-leaves", action="store_true",
+                   help="dot/svg/png: leave out inputs, parameters and state")
+    d.add_argument("--map", action="store_true",
+                   help="also print the arena's character map, one row per step")
+    d.add_argument("--full", action="store_true",
+                   help="xception: the full 299x299 network instead of the small one")
+    d.set_defaults(func=cmd_dump)
+
     e = sub.add_parser("export", help="export an example model to ONNX",
                        description="Export the inference graph of an example model (freshly "
                        "initialised) to ONNX with a symbolic batch dimension.")
@@ -213,11 +267,6 @@ def make_parser() -> argparse.ArgumentParser:
     m.add_argument("--lr", type=float, default=0.01, help="default: %(default)s")
     m.add_argument("-o", "--output", default=None, help="write the fine-tuned model here")
     m.set_defaults(func=cmd_import)
-
-    for name, what in (("dump", "draw a graph picture"),):
-        s = sub.add_parser(name, help=f"{what} (planned)", description=f"{what}: {PLANNED}.")
-        s.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-        s.set_defaults(func=cmd_planned)
     return p
 
 

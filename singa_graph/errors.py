@@ -40,3 +40,8 @@ class DeviceError(SingaGraphError, RuntimeError):
 
 class ModelFormatError(SingaGraphError, ValueError):
     """A model file is truncated, malformed or not a model of the expected format."""
+
+
+class ToolMissingError(SingaGraphError, RuntimeError):
+    """An external program a dump needs (Graphviz ``dot``, an SVG-to-PNG converter) is not
+    installed; the message says how to install it."""

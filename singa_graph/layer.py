@@ -33,6 +33,7 @@ import numpy as np
 from . import initializer
 from . import ops as _ops
 from .errors import CheckpointError, ShapeError
+from .ir import node as _node
 from .ir import op as _op
 from .ir.tensor import Parameter, Tensor
 
@@ -73,7 +74,8 @@ def _wrap_call(f):
     def call(self, *args, **kwargs):
         if not self._initialized:
             self.initialize(*args, **kwargs)
-        return f(self, *args, **kwargs)
+        with _node.scope(self.name):  # nodes remember their layer (clusters in pictures)
+            return f(self, *args, **kwargs)
 
     call._singa_wrapped = True
     return call

@@ -14,6 +14,7 @@ from typing import Iterator
 import numpy as np
 
 from ..errors import GraphError
+from ..ir import node as _node
 from ..ir.op import no_grad
 from ..ir.tensor import Tensor
 
@@ -67,7 +68,8 @@ def iter_gradients(loss: Tensor, dy: Tensor | None = None) -> Iterator[tuple[Ten
         needs = [id(x) in wanted for x in n.inputs]
         dxs = [None] * len(n.inputs)
         if any(d is not None for d in dys) and any(needs) and n.op.differentiable:
-            dxs = list(n.op.gradient(n.inputs, n.outputs, dys, needs))
+            with _node.scope(getattr(n, "scope", None)):  # gradients belong to n's layer
+                dxs = list(n.op.gradient(n.inputs, n.outputs, dys, needs))
             if len(dxs) != len(n.inputs):
                 raise GraphError(f"gradient of {n.name} returned {len(dxs)} entries for "
                                  f"{len(n.inputs)} inputs")

@@ -62,12 +62,13 @@ def _sole_use(t, node, consumers, outputs) -> bool:
 
 
 def _adopt(node, op, inputs, outputs):
-    """A node like ``node`` (same id and name, so program order and hazards are kept) with
-    another op, inputs and outputs; the outputs' ``creator`` is moved to it."""
+    """A node like ``node`` (same id, name and layer scope, so program order, hazards and
+    pictures are kept) with another op, inputs and outputs; the outputs' ``creator`` is
+    moved to it."""
     from ..ir.node import Node
 
     new = Node.__new__(Node)
-    new.id, new.name, new.op = node.id, node.name, op
+    new.id, new.name, new.op, new.scope = node.id, node.name, op, node.scope
     new.inputs, new.outputs = list(inputs), list(outputs)
     for t in new.outputs:
         t.creator = new

@@ -64,7 +64,7 @@ class MemoryPlan:
         lower_bound: the live-bytes peak of this order (no placement can do better).
         no_reuse_bytes: the sum of all transient buffers (64-byte aligned) if none shared memory.
         persistent_bytes: inputs, parameters, optimizer state, constants and outputs.
-            schedule: the policy name that produced ``order``.
+        schedule: the policy name that produced ``order``.
         workspace: ``step -> (byte offset, bytes)`` of the kernel scratch of that step.
     """
 
@@ -80,6 +80,13 @@ class MemoryPlan:
     inplace: bool = True
     profile: list = field(default_factory=list)
     workspace: dict = field(default_factory=dict)
+
+    def memory_map(self, width: int = 80, legend: bool = True) -> str:
+        """A character map of the arena, one row per step with its live kB; see
+        :func:`singa_graph.viz.memory_map`."""
+        from ..viz import memory_map
+
+        return memory_map(self, width=width, legend=legend)
 
     def report(self) -> dict:
         """The plan's figures as a dict (bytes)."""

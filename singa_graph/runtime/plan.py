@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,6 +35,7 @@ class ExecutionPlan:
         self.fetches = list(graph.outputs if fetches is None else fetches)
         self.device = device or (self.inputs[0].device if self.inputs else None)
         self.poison = poison
+        self.last_profile = None  # the most recent profile(), shown by viz.dump
         kind = self.device.kind if self.device is not None else "cpu"
         self.arena = aligned_bytes(memory.arena_bytes)
         self._owned_bytes = 0  # persistent buffers this plan allocated itself
@@ -161,21 +163,45 @@ class ExecutionPlan:
                 t0 = clock()
                 step()
                 times[r, i] = clock() - t0
-        return Profile(self.nodes, np.median(times, axis=0))
+        ws = {s: b for s, (_, b) in self.memory.workspace.items()}
+        self.last_profile = Profile(self.nodes, np.median(times, axis=0),
+                                    [ws.get(i, 0) for i in range(len(self.nodes))])
+        return self.last_profile
+
+    def memory_map(self, width: int = 80, legend: bool = True) -> str:
+        """A character map of the arena, one row per step with its live kB (as TensorFlow
+        Lite Micro's planner prints it); see :func:`singa_graph.viz.memory_map`."""
+        from ..viz import memory_map
+
+        return memory_map(self, width=width, legend=legend)
 
     def __repr__(self):
         return (f"ExecutionPlan({len(self.steps)} steps, arena {self.memory.arena_bytes} B, "
                 f"schedule {self.memory.schedule!r})")
 
 
-class Profile:
-    """Median time per node of a plan, with tables like SINGA's PrintTimeProfiling."""
+class ProfileRow(NamedTuple):
+    """One node of a :class:`Profile`."""
 
-    def __init__(self, nodes, seconds):
-        self.rows = sorted(zip((n.name for n in nodes), (n.type for n in nodes), seconds),
-                           key=lambda r: -r[2])
+    name: str
+    type: str
+    seconds: float
+    workspace: int
+    flops: float
+
+
+class Profile:
+    """Median time per node of a plan, with tables like SINGA's PrintTimeProfiling; GEMM-like
+    nodes (convolutions and their gradients, matmuls) also show GFLOP/s, and every node the
+    workspace its kernel chose."""
+
+    def __init__(self, nodes, seconds, workspace=None):
+        workspace = workspace or [0] * len(nodes)
+        self.rows = sorted((ProfileRow(n.name, n.type, float(s), int(w), flops(n))
+                            for n, s, w in zip(nodes, seconds, workspace)),
+                           key=lambda r: -r.seconds)
         by_type: dict[str, list] = defaultdict(lambda: [0, 0.0])
-        for _, t, s in self.rows:
+        for _, t, s, _, _ in self.rows:
             by_type[t][0] += 1
             by_type[t][1] += s
         self.by_type = sorted(((t, c, s) for t, (c, s) in by_type.items()), key=lambda r: -r[2])
@@ -186,11 +212,28 @@ class Profile:
                  f"{'op type':<24}{'count':>7}{'ms':>10}{'%':>7}"]
         for t, c, s in self.by_type:
             lines.append(f"{t:<24}{c:>7}{s * 1e3:>10.3f}{100 * s / max(self.total, 1e-12):>7.1f}")
-        lines.append(f"\n{'node':<32}{'op type':<24}{'ms':>10}")
-        for name, t, s in self.rows[:top]:
-            lines.append(f"{name:<32}{t:<24}{s * 1e3:>10.3f}")
+        lines.append(f"\n{'node':<32}{'op type':<24}{'ms':>10}{'GFLOP/s':>9}{'ws KiB':>9}")
+        for name, t, s, ws, f in self.rows[:top]:
+            rate = f"{f / max(s, 1e-12) / 1e9:>9.1f}" if f else f"{'':>9}"
+            lines.append(f"{name:<32}{t:<24}{s * 1e3:>10.3f}{rate}{ws / 1024:>9.0f}")
         return "\n".join(lines)
 
     def __str__(self):
         return self.table()
 
+
+
+def flops(node) -> float:
+    """Multiply-adds x 2 of a convolution (or one of its gradients) or a matmul; 0 else."""
+    t = node.type
+    if t in ("Conv2d", "Conv2dGradInput", "Conv2dGradWeight"):
+        w = node.inputs[1].shape if t != "Conv2dGradWeight" else node.outputs[0].shape
+        y = node.outputs[0].shape if t == "Conv2d" else node.inputs[0].shape
+        o, cg, kh, kw = w
+        return 2.0 * y[0] * o * cg * kh * kw * y[2] * y[3]
+    if t in ("MatMul", "Gemm"):
+        y = node.outputs[0].shape
+        a = node.inputs[0].shape
+        k = a[-2] if getattr(node.op, "trans_a", False) else a[-1]
+        return 2.0 * float(np.prod(y)) * k
+    return 0.0
