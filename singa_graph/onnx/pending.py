@@ -29,7 +29,9 @@ WAITING_FOR_OP_LIBRARY = {
     # shape ops on run-time data
     "Gather": "gather", "GatherElements": "gather_elements", "GatherND": "gather_nd",
     "ScatterElements": "scatter_elements", "ScatterND": "scatter_nd", "Tile": "tile",
-    "Pad": "pad", "Resize": "upsample/resize", "Upsample": "upsample",
+    "Pad": "pad (reflect/edge/wrap; constant padding is composed today)",
+    "Resize": "upsample (linear, cubic, downsampling; whole-factor nearest is composed)",
+    "Upsample": "upsample (linear; whole-factor nearest is composed)",
     "DepthToSpace": "depth_to_space", "SpaceToDepth": "space_to_depth", "OneHot": "onehot",
     "Trilu": "trilu", "Range": "range (run-time bounds)",
     # layers

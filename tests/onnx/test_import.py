@@ -183,8 +183,9 @@ def test_tables_pick_the_form_of_the_models_opset():
     assert registry.find_importer("Squeeze", onnx.defs.onnx_opset_version()) is \
         import_shape.squeeze_13
     assert registry.find_importer("Sin", 17) is None
-    # the waiting list names only ops without an import (Gelu: the tanh form is composed)
-    assert set(WAITING_FOR_OP_LIBRARY) & set(registry.IMPORTERS) == {"Gelu"}
+    # the waiting list names ops without an import, or with only some forms composed
+    partly = {"Gelu", "Pad", "Resize", "Upsample"}
+    assert set(WAITING_FOR_OP_LIBRARY) & set(registry.IMPORTERS) == partly
 
 
 def test_initialiser_names_with_any_characters_stay_parameter_names():
@@ -197,3 +198,37 @@ def test_initialiser_names_with_any_characters_stay_parameter_names():
     before = im.get_params()["_w:0/kernel"].to_numpy()
     im(_f32(2, 3), np.array([0, 1], np.int32))
     assert np.abs(im.get_params()["_w:0/kernel"].to_numpy() - before).max() > 0
+
+
+@pytest.mark.parametrize("opset", [11, 18])
+def test_constant_pad_is_composed_at_both_opset_forms(opset):
+    inits = {"pads": np.array([0, 1, 2, -1] if opset < 18 else [1, -1], np.int64),
+             "value": np.array(1.5, np.float32)}
+    ins = ["x", "pads", "value"]
+    if opset >= 18:
+        inits["axes"] = np.array([1], np.int64)
+        ins.append("axes")
+        out = [2, 5]
+    else:
+        out = [4, 5]
+    m = _model([helper.make_node("Pad", ins, ["y"])], [_vi("x", [2, 5])], [_vi("y", out)],
+               inits, opset=opset)
+    _same_as_ort(m, _f32(2, 5))
+
+
+@pytest.mark.parametrize("opset,form", [(9, "upsample"), (13, "scales"), (19, "sizes")])
+def test_nearest_resize_by_whole_factors(opset, form):
+    if form == "upsample":
+        node = helper.make_node("Upsample", ["x", "scales"], ["y"], mode="nearest")
+        inits = {"scales": np.array([1, 1, 2, 3], np.float32)}
+    elif form == "scales":
+        node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest")
+        inits = {"scales": np.array([1, 1, 2, 3], np.float32)}
+    else:
+        node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest",
+                                coordinate_transformation_mode="asymmetric",
+                                nearest_mode="floor")
+        inits = {"sizes": np.array([2, 3, 8, 12], np.int64)}
+    m = _model([node], [_vi("x", [2, 3, 4, 4])], [_vi("y", [2, 3, 8, 12])], inits,
+               opset=opset)
+    _same_as_ort(m, _f32(2, 3, 4, 4))
