@@ -4,6 +4,8 @@
     singa-graph info resnet --batch-size 8     # graph summary, schedule and memory plan
     singa-graph dump cnn --format html -o cnn.html   # graph, schedule and memory timeline
     singa-graph train xception --help
+    singa-graph export cnn -o cnn.onnx          # an example model as ONNX (symbolic batch)
+    singa-graph import cnn.onnx --train data.npz  # summary, memory plan, fine-tuning
 
 ``train`` runs the scripts in the repository's ``examples/`` folder (found next to the
 package, so it needs a source checkout or an editable install).
@@ -18,7 +20,6 @@ import sys
 
 MODELS = ("mlp", "cnn", "resnet", "xception")
 SCHEDULES = ("sequential", "topological", "memory")
-PLANNED = "not available yet: ONNX export and import are planned"
 
 
 def int_at_least(low: int):
@@ -125,14 +126,83 @@ def cmd_info(args) -> int:
     print(plan.graph.summary())
     print(f"\nschedule: {plan.memory.schedule} ({len(plan.nodes)} steps)")
     r = plan.memory_report()
+    print_memory(r)
+    print(f"  {'arena / lower bound':<22} {r['arena_over_lower_bound']:.3f}")
+    print(f"  {'arena / no reuse':<22} {r['arena_over_no_reuse']:.3f}")
+    print(f"  {'in-place ops':<22} {r['inplace_ops']}")
+    return 0
+
+
+def print_memory(r) -> None:
     mib = float(1 << 20)
     print("memory report:")
     for key in ("arena_bytes", "workspace_peak_bytes", "lower_bound_bytes", "no_reuse_bytes",
                 "persistent_bytes", "plan_bytes"):
         print(f"  {key[:-6].replace('_', ' '):<22} {r[key] / mib:10.3f} MiB")
-    print(f"  {'arena / lower bound':<22} {r['arena_over_lower_bound']:.3f}")
-    print(f"  {'arena / no reuse':<22} {r['arena_over_no_reuse']:.3f}")
-    print(f"  {'in-place ops':<22} {r['inplace_ops']}")
+
+
+def cmd_export(args) -> int:
+    import numpy as np
+
+    from . import random as sg_random
+    from .onnx import export
+
+    sg_random.seed(0)
+    model, shape = build_model(args.model, args.batch_size)
+    model.compile([np.zeros(shape, np.float32)], is_train=False)
+    proto = export(model, args.output, opset=args.opset, dynamic_batch=True)
+    n = sum(int(np.prod(t.dims)) for t in proto.graph.initializer)
+    print(f"wrote {args.output}: {len(proto.graph.node)} nodes, {n:,} weights, opset "
+          f"{proto.opset_import[0].version}, batch dimension 'N'")
+    return 0
+
+
+def cmd_import(args) -> int:
+    from collections import Counter
+
+    import numpy as np
+
+    from . import opt
+    from .errors import SingaGraphError
+    from .onnx import load
+
+    try:
+        model = load(args.model)
+    except SingaGraphError as e:
+        print(f"singa-graph import: {e}", file=sys.stderr)
+        return 1
+    prog = model.program
+    counts = Counter(n.op_type for n in prog.graph.node)
+    print(f"{args.model}: opset {prog.opset}, {len(prog.graph.node)} nodes, "
+          f"{len(prog.initializers)} initialisers")
+    print("  ops: " + ", ".join(f"{k} x{v}" for k, v in sorted(counts.items())))
+    for name, s in zip(prog.inputs, model.input_shapes()):
+        print(f"  input  {name}: {'?' if s is None else tuple('N' if d is None else d for d in s)}")
+    print(f"  outputs: {', '.join(prog.outputs)}")
+    try:
+        plan = model.plan_for(*model.example_inputs(args.batch_size))
+    except SingaGraphError as e:
+        print(f"singa-graph import: {e}", file=sys.stderr)
+        return 1
+    print(f"\ninference plan for batch {args.batch_size}: {len(plan.nodes)} steps, "
+          f"{len(model.get_params())} parameters")
+    print_memory(plan.memory_report())
+    if args.train:
+        with np.load(args.train) as d:
+            x, y = d["x"].astype(np.float32), d["y"].astype(np.int32)
+        model.set_optimizer(opt.SGD(lr=args.lr, momentum=0.9))
+        model.train()
+        bs = args.batch_size
+        for epoch in range(args.epochs):
+            losses = [float(model(x[i:i + bs], y[i:i + bs])[1].to_numpy())
+                      for i in range(0, len(x) - bs + 1, bs)]
+            print(f"epoch {epoch}: mean loss {np.mean(losses):.4f}")
+        if args.output:
+            from .onnx import export
+
+            model.eval()
+            export(model, args.output, inputs=[x[:bs]], dynamic_batch=True)
+            print(f"wrote the fine-tuned model to {args.output}")
     return 0
 
 
@@ -161,11 +231,6 @@ def cmd_dump(args) -> int:
     if args.map:
         print(plan.memory_map())
     return 0
-
-
-def cmd_planned(args) -> int:
-    print(f"singa-graph {args.command}: {PLANNED}", file=sys.stderr)
-    return 2
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -219,11 +284,27 @@ def make_parser() -> argparse.ArgumentParser:
                    help="xception: the full 299x299 network instead of the small one")
     d.set_defaults(func=cmd_dump)
 
-    for name, what in (("export", "export a model to ONNX"),
-                       ("import", "import an ONNX model")):
-        s = sub.add_parser(name, help=f"{what} (planned)", description=f"{what}: {PLANNED}.")
-        s.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-        s.set_defaults(func=cmd_planned)
+    e = sub.add_parser("export", help="export an example model to ONNX",
+                       description="Export the inference graph of an example model (freshly "
+                       "initialised) to ONNX with a symbolic batch dimension.")
+    e.add_argument("model", choices=MODELS, metavar="MODEL", help=" | ".join(MODELS))
+    e.add_argument("-o", "--output", required=True, help="the .onnx file to write")
+    e.add_argument("--opset", type=int, default=None, help="ONNX opset (default: 17)")
+    e.add_argument("--batch-size", type=int, default=1, help=argparse.SUPPRESS)
+    e.set_defaults(func=cmd_export)
+
+    m = sub.add_parser("import", help="import an ONNX model: summary, memory plan, training",
+                       description="Import an ONNX model, print its summary and the memory "
+                       "plan of its inference graph; with --train, fine-tune it on a .npz "
+                       "file holding arrays x (inputs) and y (integer labels).")
+    m.add_argument("model", metavar="MODEL.onnx")
+    m.add_argument("--batch-size", type=int, default=32, help="default: %(default)s")
+    m.add_argument("--train", metavar="DATA.npz", default=None,
+                   help="fine-tune on arrays x and y of this file")
+    m.add_argument("--epochs", type=int, default=1, help="default: %(default)s")
+    m.add_argument("--lr", type=float, default=0.01, help="default: %(default)s")
+    m.add_argument("-o", "--output", default=None, help="write the fine-tuned model here")
+    m.set_defaults(func=cmd_import)
     return p
 
 

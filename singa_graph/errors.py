@@ -38,6 +38,10 @@ class DeviceError(SingaGraphError, RuntimeError):
     """A device is unavailable or a tensor lives on the wrong device."""
 
 
+class ModelFormatError(SingaGraphError, ValueError):
+    """A model file is truncated, malformed or not a model of the expected format."""
+
+
 class ToolMissingError(SingaGraphError, RuntimeError):
     """An external program a dump needs (Graphviz ``dot``, an SVG-to-PNG converter) is not
     installed; the message says how to install it."""

@@ -107,6 +107,7 @@ class Model(Layer):
         self.schedule = schedule or ("sequential" if sequential else "memory")
         self._plans.clear()
         phs = [self._placeholder(x, i) for i, x in enumerate(inputs)]
+        self._onnx_inputs = phs  # input shapes for ONNX export and save()
         with building():
             self.forward(*phs)  # layers create their parameters from the shapes they see
         for name, p in self.get_params().items():
@@ -166,7 +167,8 @@ class Model(Layer):
         for i, a in enumerate(args):
             a = _as_array(a)
             if isinstance(a, np.ndarray):
-                check_feed_values(f"argument {i} of {method}", a, a.dtype)
+                check_feed_values(f"argument {i} of {method}", a, a.dtype,
+                                  allow_empty=not self.training)
         if not self.graph_mode:
             self._sync_distributed()
             ts = [a if isinstance(a, Tensor) else
@@ -311,6 +313,17 @@ class Model(Layer):
         Note that profiling a training plan runs ``repeat`` real training steps."""
         self(*args)
         return self._last_plan.profile([_as_array(a) for a in args], repeat=repeat)
+
+    # ------------------------------------------------------------------ ONNX (SINGA #696)
+    def save(self, path: str, state: dict | None = None) -> None:
+        """Save the model as ONNX plus ``state`` in one file (see singa_graph.onnx.persist)."""
+        from .onnx.persist import save_model
+        save_model(self, path, state or {})
+
+    def load(self, path: str, include_state: bool = False):
+        """Copy the parameters saved by :meth:`save` into this model; the states if asked."""
+        from .onnx.persist import load_model
+        return load_model(self, path, include_state)
 
     # ------------------------------------------------------------------ checkpoints
     def _checkpoint_tensors(self) -> dict[str, Tensor]:

@@ -18,9 +18,10 @@ import numpy as np
 from ..errors import FeedError
 
 
-def check_feed_values(name: str, a: np.ndarray, dtype) -> None:
-    """Refuse an empty feed, and integers that would wrap when cast to ``dtype``."""
-    if a.size == 0 and a.ndim > 0:
+def check_feed_values(name: str, a: np.ndarray, dtype, allow_empty: bool = False) -> None:
+    """Refuse an empty feed (unless ``allow_empty``: a step that changes no state may run on
+    empty data, as ONNX models do), and integers that would wrap when cast to ``dtype``."""
+    if a.size == 0 and a.ndim > 0 and not allow_empty:
         raise FeedError(f"feed for {name} is empty (shape {a.shape}); a batch needs at "
                         "least one sample")
     dtype = np.dtype(dtype)

@@ -41,6 +41,9 @@ class ExecutionPlan:
         kind = self.device.kind if self.device is not None else "cpu"
         self.arena = aligned_bytes(memory.arena_bytes)
         self._owned_bytes = 0  # persistent buffers this plan allocated itself
+        # a plan that writes state (updates, running statistics) refuses empty batches: it
+        # would move parameters on no data
+        self._mutates_state = any(n.op.mutates for n in graph.nodes)
         self.created_state_bytes = 0  # optimizer state created while tracing (set by Model)
         self._arrays = self._bind_arrays()
         self._feed_arrays = [self._arrays[id(t)] for t in self.inputs]
@@ -131,7 +134,7 @@ class ExecutionPlan:
                 raise ShapeError(f"feed for {t.name} has shape {a.shape}, expected {t.shape}")
             if a.dtype != t.dtype and not np.can_cast(a.dtype, t.dtype, "same_kind"):
                 raise DTypeError(f"feed for {t.name} has dtype {a.dtype}, expected {t.dtype}")
-            check_feed_values(t.name, a, t.dtype)
+            check_feed_values(t.name, a, t.dtype, allow_empty=not self._mutates_state)
             arrays.append(a)
         for i, n, reader in self._index_checks:
             check_indices(f"feed for {self.inputs[i].name}", arrays[i], n, reader)

@@ -51,12 +51,6 @@ def test_cli_help(argv, capsys):
     assert "usage:" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("cmd", ["export", "import"])
-def test_cli_planned_commands(cmd, capsys):
-    assert cli.main([cmd, "model.onnx"]) == 2
-    assert "not available yet" in capsys.readouterr().err
-
-
 def _losses(make, x, y, graph, steps=20, bs=16):
     sg_random.seed(0)
     m = make()

@@ -1,0 +1,135 @@
+"""An ``onnx.backend.base.Backend`` that runs ONNX models as compiled singa_graph plans.
+
+``SingaBackend.prepare(model)`` checks the model and returns a :class:`SingaRep`; each
+``rep.run(inputs)`` with new input shapes traces the graph, compiles a plan and caches it.
+Integer inputs that decide shapes (a Reshape target fed as an input) are values known while
+building, so each distinct value compiles its own plan.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx.backend.base import Backend, BackendRep
+
+from ..errors import DeviceError, GraphError
+from ..ir.graph import Graph
+from ..ir.tensor import Placeholder, Tensor
+from ..passes.compile import compile as _compile
+from .imported import Initializers
+from .program import NeedsValue, Program, read_model
+
+
+def _device(device):
+    from ..runtime.device import get_default_device
+
+    if device is None or (isinstance(device, str) and device.upper().startswith("CPU")):
+        return get_default_device()
+    if isinstance(device, str):
+        raise DeviceError(f"device {device!r} is not available; singa_graph runs on the CPU")
+    return device
+
+
+class SingaRep(BackendRep):
+    """A prepared model: ``run(inputs)`` returns the outputs as numpy arrays."""
+
+    def __init__(self, program: Program, device=None):
+        super().__init__()
+        self.program = program
+        self.device = _device(device)
+        self.store = Initializers(self.device)
+        self._static: set[str] = set()
+        self._plans: dict = {}
+
+    def _feeds(self, inputs) -> list[np.ndarray]:
+        names = self.program.inputs
+        if isinstance(inputs, dict):
+            missing = [n for n in names if n not in inputs]
+            if missing:
+                raise GraphError(f"missing inputs {missing}; the model takes {names}")
+            inputs = [inputs[n] for n in names]
+        if isinstance(inputs, (np.ndarray, Tensor)):
+            inputs = [inputs]
+        inputs = list(inputs)
+        arrays = [np.asarray(x.data if isinstance(x, Tensor) else x) for x in inputs]
+        self.program.check_inputs([a.shape for a in arrays])
+        return arrays
+
+    def run(self, inputs, **kwargs):
+        """Run the model on ``inputs`` (a list in input order, or a dict by name)."""
+        arrays = self._feeds(inputs)
+        key = tuple((a.shape, a.dtype.str, a.tobytes() if n in self._static else None)
+                    for n, a in zip(self.program.inputs, arrays))
+        entry = self._plans.get(key)
+        if entry is None:
+            entry = self._build(arrays)
+            key = tuple((a.shape, a.dtype.str, a.tobytes() if n in self._static else None)
+                        for n, a in zip(self.program.inputs, arrays))
+            self._plans[key] = entry
+        plan, outs, dynamic = entry
+        fetched = iter(plan.run([a for a, d in zip(arrays, dynamic) if d]) if plan else ())
+        return [next(fetched) if isinstance(o, Tensor) else o for o in outs]
+
+    def _build(self, arrays):
+        while True:
+            feeds, dynamic, phs = {}, [], []
+            for name, a in zip(self.program.inputs, arrays):
+                if name in self._static:
+                    feeds[name] = a
+                    dynamic.append(False)
+                else:
+                    ph = Placeholder(a.shape, a.dtype, device=self.device, name=name)
+                    feeds[name] = ph
+                    phs.append(ph)
+                    dynamic.append(True)
+            try:
+                outs = self.program.trace(feeds, self.store, training=False)
+                break
+            except NeedsValue as e:
+                # inputs that decide shapes or attributes here are values known now
+                more = ({e.value_name} if e.value_name in self.program.inputs else
+                        {n for n, a in zip(self.program.inputs, arrays) if a.dtype.kind in "iub"})
+                if more <= self._static:
+                    raise
+                self._static |= more
+                self.program.check_supported(self._static)
+        outs = [o.data if isinstance(o, Tensor) and o.creator is None and o.data is not None
+                else o for o in outs]
+        symbolic = [o for o in outs if isinstance(o, Tensor)]
+        plan = None
+        if symbolic:
+            plan = _compile(Graph(symbolic, inputs=phs, name=self.program.graph.name),
+                            fetches=symbolic, device=self.device)
+        return plan, [o if isinstance(o, Tensor) else np.asarray(o) for o in outs], dynamic
+
+
+class SingaBackend(Backend):
+    """ONNX's backend interface over singa_graph (what ``onnx.backend.test`` drives)."""
+
+    @classmethod
+    def prepare(cls, model, device: str = "CPU", **kwargs) -> SingaRep:
+        return SingaRep(Program(read_model(model)), device)
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        return device.upper().startswith("CPU")
+
+    @classmethod
+    def run_node(cls, node, inputs, device="CPU", outputs_info=None, **kwargs):
+        from onnx import helper
+
+        arrays = [np.asarray(x) for x in inputs]
+        names = [n for n in node.input if n]
+        graph = helper.make_graph(
+            [node], "node",
+            [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                           a.shape) for n, a in zip(names, arrays)],
+            [helper.make_empty_tensor_value_info(o) for o in node.output if o])
+        opset = kwargs.get("opset_version", onnx.defs.onnx_opset_version())
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        return cls.prepare(model, device).run(arrays)
+
+
+prepare = SingaBackend.prepare
+run_model = SingaBackend.run_model
+run_node = SingaBackend.run_node
+supports_device = SingaBackend.supports_device

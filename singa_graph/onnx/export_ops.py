@@ -1,0 +1,189 @@
+"""singa_graph -> ONNX: one function per op type of ours, writing ONNX nodes at the export's
+opset (17 or newer) through an :class:`~.exporter.ExportContext`."""
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper
+
+from .registry import exporter
+
+_SAME_NAME = {"Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Pow": "Pow",
+              "Neg": "Neg", "Exp": "Exp", "Log": "Log", "Sqrt": "Sqrt", "Abs": "Abs",
+              "Sign": "Sign", "ReLU": "Relu", "Sigmoid": "Sigmoid", "Tanh": "Tanh",
+              "Identity": "Identity", "GlobalAveragePool": "GlobalAveragePool"}
+
+
+@exporter(*_SAME_NAME)
+def same_name(ctx, node):
+    ctx.emit(_SAME_NAME[node.type], node.inputs, node.outputs)
+
+
+@exporter("LeakyReLU")
+def leaky_relu(ctx, node):
+    ctx.emit("LeakyRelu", node.inputs, node.outputs, alpha=node.op.alpha)
+
+
+@exporter("Softmax", "LogSoftmax")
+def softmax(ctx, node):
+    ctx.emit(node.type, node.inputs, node.outputs, axis=node.op.axis)
+
+
+@exporter("Conv2d")
+def conv(ctx, node):
+    op = node.op
+    w = node.inputs[1]
+    y = node.outputs[0]
+    out = ctx.fresh(y) if op.relu else ctx.name(y)
+    ctx.emit("Conv", node.inputs, [out], kernel_shape=list(w.shape[2:]),
+             strides=list(op.stride), pads=list(op.padding), dilations=list(op.dilation),
+             group=op.groups)
+    if op.relu:
+        ctx.emit("Relu", [out], [y])
+
+
+@exporter("MaxPool2d", "AvgPool2d")
+def pool(ctx, node):
+    op = node.op
+    attrs = dict(kernel_shape=list(op.kernel), strides=list(op.stride), pads=list(op.padding))
+    if node.type == "AvgPool2d":
+        ctx.emit("AveragePool", node.inputs, node.outputs,
+                 count_include_pad=int(op.count_include_pad), **attrs)
+    else:
+        ctx.emit("MaxPool", node.inputs, node.outputs, **attrs)
+
+
+@exporter("BatchNorm2d")
+def batch_norm(ctx, node):
+    """The inference form: running statistics, one output (training outputs are dropped)."""
+    op = node.op
+    y = node.outputs[0]
+    out = ctx.fresh(y) if op.relu else ctx.name(y)
+    # ONNX's momentum weights the running value, ours the batch statistics
+    ctx.emit("BatchNormalization", node.inputs, [out], epsilon=op.eps,
+             momentum=1.0 - op.momentum)
+    if op.relu:
+        ctx.emit("Relu", [out], [y])
+
+
+@exporter("Dropout")
+def dropout(ctx, node):
+    """Omitted: the inference graph passes the input through."""
+    ctx.alias(node.outputs[0], node.inputs[0])
+
+
+@exporter("MatMul")
+def matmul(ctx, node):
+    op = node.op
+    a, b = node.inputs
+    if a.ndim == 2 and b.ndim == 2:
+        if op.trans_a or op.trans_b:
+            ctx.emit("Gemm", [a, b], node.outputs, transA=int(op.trans_a),
+                     transB=int(op.trans_b))
+        else:
+            ctx.emit("MatMul", [a, b], node.outputs)
+        return
+    ins = []
+    for t, trans in ((a, op.trans_a), (b, op.trans_b)):
+        if trans:
+            perm = list(range(t.ndim - 2)) + [t.ndim - 1, t.ndim - 2]
+            name = ctx.fresh(t)
+            ctx.emit("Transpose", [t], [name], perm=perm)
+            ins.append(name)
+        else:
+            ins.append(t)
+    ctx.emit("MatMul", ins, node.outputs)
+
+
+@exporter("Gemm")
+def gemm(ctx, node):
+    op = node.op
+    ctx.emit("Gemm", node.inputs, node.outputs, alpha=op.alpha, beta=op.beta,
+             transA=int(op.trans_a), transB=int(op.trans_b))
+
+
+@exporter("AddBias")
+def add_bias(ctx, node):
+    x, b = node.inputs
+    trailing = x.ndim - node.op.dim - 1
+    if trailing:
+        shape = ctx.const(np.array([b.shape[0]] + [1] * trailing, np.int64))
+        bb = ctx.fresh(b)
+        ctx.emit("Reshape", [b, shape], [bb])
+        b = bb
+    ctx.emit("Add", [x, b], node.outputs)
+
+
+def _shape_const(ctx, x, shape):
+    """A Reshape target; with a symbolic batch the batch entry becomes 0 (copy)."""
+    shape = [int(s) for s in shape]
+    if ctx.dynamic_batch and shape and x.shape and shape[0] == x.shape[0] == ctx.batch:
+        shape[0] = 0
+    return ctx.const(np.array(shape, np.int64))
+
+
+@exporter("Reshape")
+def reshape(ctx, node):
+    x = node.inputs[0]
+    ctx.emit("Reshape", [x, _shape_const(ctx, x, node.outputs[0].shape)], node.outputs)
+
+
+@exporter("Flatten")
+def flatten(ctx, node):
+    ctx.emit("Flatten", node.inputs, node.outputs, axis=node.op.axis)
+
+
+@exporter("Transpose")
+def transpose(ctx, node):
+    ctx.emit("Transpose", node.inputs, node.outputs, perm=list(node.op.perm))
+
+
+@exporter("Concat")
+def concat(ctx, node):
+    ctx.emit("Concat", node.inputs, node.outputs, axis=node.op.axis)
+
+
+@exporter("Split")
+def split(ctx, node):
+    sizes = ctx.const(np.array(node.op.parts, np.int64))
+    ctx.emit("Split", [node.inputs[0], sizes], node.outputs, axis=node.op.axis)
+
+
+@exporter("Cast")
+def cast(ctx, node):
+    ctx.emit("Cast", node.inputs, node.outputs,
+             to=helper.np_dtype_to_tensor_dtype(np.dtype(node.op.dtype)))
+
+
+@exporter("BroadcastTo")
+def broadcast_to(ctx, node):
+    x = node.inputs[0]
+    ctx.emit("Expand", [x, _shape_const(ctx, x, node.op.shape)], node.outputs)
+
+
+def _axes(node):
+    x = node.inputs[0]
+    return list(range(x.ndim)) if node.op.axes is None else list(node.op.axes)
+
+
+@exporter("Sum")
+def reduce_sum(ctx, node):
+    axes = ctx.const(np.array(_axes(node), np.int64))
+    ctx.emit("ReduceSum", [node.inputs[0], axes], node.outputs,
+             keepdims=int(node.op.keepdims))
+
+
+@exporter("Mean")
+def reduce_mean(ctx, node):
+    if ctx.opset >= 18:
+        axes = ctx.const(np.array(_axes(node), np.int64))
+        ctx.emit("ReduceMean", [node.inputs[0], axes], node.outputs,
+                 keepdims=int(node.op.keepdims))
+    else:
+        ctx.emit("ReduceMean", node.inputs, node.outputs, axes=_axes(node),
+                 keepdims=int(node.op.keepdims))
+
+
+@exporter("ArgMax")
+def argmax(ctx, node):
+    ctx.emit("ArgMax", node.inputs, node.outputs, axis=node.op.axis,
+             keepdims=int(node.op.keepdims))

@@ -1,0 +1,198 @@
+"""ONNX -> singa_graph: convolution, pooling, normalisation, matrix products, dropout."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import ops
+from .program import constant
+from .registry import importer
+
+
+def _auto_pads(n, spatial, kernel, strides, dilations):
+    """ONNX ``pads`` (begins then ends) from ``pads`` or ``auto_pad``."""
+    mode = n.attr("auto_pad", "NOTSET")
+    k = len(spatial)
+    if mode in ("NOTSET", ""):
+        return list(n.attr("pads", [0] * 2 * k))
+    if mode == "VALID":
+        return [0] * 2 * k
+    begins, ends = [], []
+    for size, kk, s, d in zip(spatial, kernel, strides, dilations):
+        total = max((math.ceil(size / s) - 1) * s + (kk - 1) * d + 1 - size, 0)
+        small, big = total // 2, total - total // 2
+        b, e = (small, big) if mode == "SAME_UPPER" else (big, small)
+        begins.append(b)
+        ends.append(e)
+    return begins + ends
+
+
+def _as_2d(x, k):
+    """A 1-d spatial (N, C, L) tensor viewed as (N, C, 1, L); 2-d stays."""
+    return ops.reshape(x, x.shape[:2] + (1, x.shape[2])) if k == 1 else x
+
+
+def _window(n, spatial, kernel):
+    k = len(kernel)
+    strides = list(n.attr("strides", [1] * k))
+    dilations = list(n.attr("dilations", [1] * k))
+    pads = _auto_pads(n, spatial, kernel, strides, dilations)
+    if k == 1:
+        return [1] + strides, [1] + dilations, [0, pads[0], 0, pads[1]]
+    return strides, dilations, pads
+
+
+@importer("Conv")
+def conv(n):
+    x, w = n.t(0), n.t(1)
+    k = x.ndim - 2
+    if k not in (1, 2):
+        n.fail(f"{k}-d convolution")
+    kernel = list(w.shape[2:])
+    strides, dilations, pads = _window(n, x.shape[2:], kernel)
+    x2, w2 = _as_2d(x, k), _as_2d(w, k)
+    b = n.t(2) if n.has(2) else None
+    y = ops.conv2d(x2, w2, b, strides, pads, dilations, n.attr("group", 1))
+    return ops.reshape(y, y.shape[:2] + (y.shape[3],)) if k == 1 else y
+
+
+def _pool(n, is_max):
+    x = n.t(0)
+    k = x.ndim - 2
+    if k not in (1, 2):
+        n.fail(f"{k}-d pooling")
+    kernel = list(n.attr("kernel_shape"))
+    if is_max and any(d != 1 for d in n.attr("dilations", [1] * k)):
+        n.fail("dilated max pooling")
+    if n.attr("storage_order", 0):
+        n.fail("storage_order=1")
+    strides, _, pads = _window(n, x.shape[2:], kernel)
+    kernel2 = [1] + kernel if k == 1 else kernel
+    if n.attr("ceil_mode", 0):
+        x2 = _as_2d(x, k)
+        for size, kk, s, p0, p1 in zip(x2.shape[2:], kernel2, strides, pads[:2], pads[2:]):
+            if (size + p0 + p1 - kk) % s:
+                n.fail("ceil_mode=1 where it changes the output size")
+    x2 = _as_2d(x, k)
+    if is_max:
+        y = ops.max_pool2d(x2, kernel2, strides, pads)
+    else:
+        y = ops.avg_pool2d(x2, kernel2, strides, pads, bool(n.attr("count_include_pad", 0)))
+    return ops.reshape(y, y.shape[:2] + (y.shape[3],)) if k == 1 else y
+
+
+@importer("MaxPool")
+def max_pool(n):
+    if n.n_outputs > 1:
+        n.fail("the Indices output of MaxPool")
+    return _pool(n, True)
+
+
+@importer("AveragePool")
+def average_pool(n):
+    return _pool(n, False)
+
+
+@importer("GlobalAveragePool")
+def global_average_pool(n):
+    x = n.t(0)
+    if x.ndim == 4:
+        return ops.global_average_pool(x)
+    return ops.mean(x, tuple(range(2, x.ndim)), True)
+
+
+@importer("GlobalMaxPool")
+def global_max_pool(n):
+    x = n.t(0)
+    if x.ndim != 4:
+        n.fail(f"GlobalMaxPool of a {x.ndim}-d input")
+    return ops.max_pool2d(x, x.shape[2:], 1, 0)
+
+
+@importer("BatchNormalization")
+def batch_norm(n):
+    if n.attr("training_mode", 0) or n.n_outputs > 1:
+        n.fail("training-mode BatchNormalization outputs")
+    x = n.t(0)
+    scale, bias = n.t(1), n.t(2)
+    mean, var = n.buffer(3), n.buffer(4)
+    # ONNX weights the running value by momentum; ours weights the batch
+    momentum = 1.0 - float(n.attr("momentum", 0.9))
+    return ops.batchnorm_2d(x, scale, bias, mean, var, momentum, n.attr("epsilon", 1e-5),
+                            n.training)
+
+
+@importer("Gemm")
+def gemm(n):
+    a, b = n.t(0), n.t(1)
+    c = n.t(2) if n.has(2) else None
+    return ops.gemm(a, b, c, n.attr("alpha", 1.0), n.attr("beta", 1.0),
+                    bool(n.attr("transA", 0)), bool(n.attr("transB", 0)))
+
+
+@importer("MatMul")
+def matmul(n):
+    a, b = n.t(0), n.t(1)
+    if a.dtype.kind != "f":
+        n.fail("integer MatMul")
+    a2 = ops.reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
+    b2 = ops.reshape(b, (b.shape[0], 1)) if b.ndim == 1 else b
+    y = ops.matmul(a2, b2)
+    if a.ndim == 1 or b.ndim == 1:  # numpy's rule: the added axis is removed again
+        shape = y.shape[:-2] + (() if a.ndim == 1 else y.shape[-2:-1]) + \
+            (() if b.ndim == 1 else y.shape[-1:])
+        y = ops.reshape(y, shape)
+    return y
+
+
+def _dropout(n, ratio, training):
+    x = n.t(0)
+    if training and ratio > 0:
+        y, mask = ops.Dropout(ratio, True, n.attr("seed"))(x)
+        return [y, ops.cast(mask, np.bool_)] if n.n_outputs > 1 else y
+    y = ops.identity(x)
+    return [y, np.ones(x.shape, np.bool_)] if n.n_outputs > 1 else y
+
+
+@importer("Dropout", since=1)
+def dropout_1(n):
+    return _dropout(n, float(n.attr("ratio", 0.5)), n.training and not n.attr("is_test", 0))
+
+
+@importer("Dropout", since=12)
+def dropout_12(n):
+    ratio = float(n.const(1, np.float32(0.5)))
+    mode = n.const(2)
+    training = bool(mode) if mode is not None else n.training
+    return _dropout(n, ratio, training)
+
+
+@importer("Cast")
+def cast(n):
+    from onnx import helper
+
+    dt = helper.tensor_dtype_to_np_dtype(n.attr("to"))
+    return ops.cast(n.t(0), dt)
+
+
+@importer("CastLike")
+def cast_like(n):
+    return ops.cast(n.t(0), n.t(1).dtype)
+
+
+@importer("LayerNormalization")
+def layer_norm(n):
+    x = n.t(0)
+    axis = n.attr("axis", -1)
+    axis = axis + x.ndim if axis < 0 else axis
+    axes = tuple(range(axis, x.ndim))
+    eps = constant(np.asarray(n.attr("epsilon", 1e-5), x.dtype))
+    centred = ops.sub(x, ops.mean(x, axes, True))
+    var = ops.mean(ops.mul(centred, centred), axes, True)
+    inv_std = ops.div(constant(np.ones((), x.dtype)), ops.sqrt(ops.add(var, eps)))
+    y = ops.mul(ops.mul(centred, inv_std), n.t(1))
+    y = ops.add(y, n.t(2)) if n.has(2) else y
+    return [y, ops.mean(x, axes, True), inv_std]
+
+

@@ -1,0 +1,318 @@
+"""An ONNX graph as a program that builds singa_graph ops.
+
+:class:`Program` checks a ModelProto once (structure, supported ops) and then *traces* it:
+it walks the nodes in order and calls each node's import function (see :mod:`.registry`) on
+singa_graph Tensors, so a Placeholder input gives a Graph ready for the compiler and a
+concrete input runs eagerly. Values that only depend on constants and on shapes (``Shape ->
+Gather -> Unsqueeze -> Concat`` chains, ``Constant`` nodes, integer initialisers) are folded
+to numpy arrays while tracing, with ONNX's reference implementation of each op; shapes are
+static within one plan, so each batch size traces and compiles its own plan.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ..errors import (DTypeError, GraphError, ModelFormatError, ShapeError,
+                      SingaGraphError, UnsupportedOpError)
+from ..ir.tensor import Parameter, Tensor
+from .registry import find_importer
+
+# Ops whose output is known at trace time whatever their inputs are.
+STATIC_OUTPUT = {"Shape", "Size"}
+# Ops never folded even with constant inputs: they draw random numbers.
+RANDOM = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike",
+          "Bernoulli", "Multinomial", "Dropout",
+          "If", "Loop", "Scan", "SequenceMap"}  # control flow reads outer names
+
+
+class NeedsValue(GraphError):
+    """An import function needs the value of a tensor that is only known at run time."""
+
+    def __init__(self, name, node):
+        super().__init__(f"node {node!r} needs the value of {name!r} while building the "
+                         "graph (a shape, axes or sizes input), but it is computed at run time")
+        self.value_name = name
+
+
+def read_model(src) -> onnx.ModelProto:
+    """A ModelProto from a path, bytes or a ModelProto; clear errors for bad files."""
+    if isinstance(src, onnx.ModelProto):
+        model = src
+    else:
+        if isinstance(src, (bytes, bytearray)):
+            data, what = bytes(src), "the given bytes"
+        else:
+            what = repr(str(src))
+            try:
+                with open(src, "rb") as f:
+                    data = f.read()
+            except OSError as e:
+                raise ModelFormatError(f"cannot read ONNX file {what}: {e.strerror}") from None
+        if not data:
+            raise ModelFormatError(f"{what} is empty, not an ONNX model")
+        model = onnx.ModelProto()
+        try:
+            model.ParseFromString(data)
+        except Exception:  # protobuf's DecodeError and friends
+            raise ModelFormatError(f"{what} is not an ONNX model: the protobuf data is "
+                                   f"truncated or malformed ({len(data)} bytes)") from None
+        if not model.HasField("graph") or not model.opset_import:
+            raise ModelFormatError(f"{what} is not an ONNX model: it has no graph or no "
+                                   "opset_import")
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelFormatError(f"invalid ONNX model: {first}") from None
+    return model
+
+
+def default_opset(model) -> int:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return int(imp.version)
+    return onnx.defs.onnx_opset_version()  # only other domains: their ops are reported
+
+
+class Program:
+    """A checked ONNX graph that can be traced into singa_graph ops any number of times.
+
+    Attributes:
+        model: the ModelProto.
+        opset: its version of the default domain.
+        inputs: names of the graph inputs that are fed (initialisers excluded).
+        outputs: names of the graph outputs.
+        initializers: ``{name: numpy array}``.
+    """
+
+    def __init__(self, model: onnx.ModelProto):
+        self.model = model
+        self.graph = model.graph
+        self.opset = default_opset(model)
+        try:
+            self.initializers = {t.name: numpy_helper.to_array(t) for t in self.graph.initializer}
+        except Exception as e:
+            raise ModelFormatError(f"cannot read an initialiser of the model: {e}") from None
+        self.inputs = [i.name for i in self.graph.input if i.name not in self.initializers]
+        self.input_info = {i.name: i for i in self.graph.input}
+        self.outputs = [o.name for o in self.graph.output]
+        self.check_supported()
+
+    def input_shapes(self) -> list[tuple]:
+        """Declared shapes of the fed inputs; symbolic or unknown dimensions are None."""
+        out = []
+        for name in self.inputs:
+            t = self.input_info[name].type.tensor_type
+            dims = t.shape.dim if t.HasField("shape") else None
+            out.append(None if dims is None else
+                       tuple(d.dim_value if d.HasField("dim_value") else None for d in dims))
+        return out
+
+    def check_inputs(self, shapes) -> None:
+        """Raise ShapeError unless ``shapes`` fit the declared input shapes."""
+        if len(shapes) != len(self.inputs):
+            raise ShapeError(f"the model takes {len(self.inputs)} input(s) {self.inputs}, "
+                             f"got {len(shapes)}")
+        for name, shape, want in zip(self.inputs, shapes, self.input_shapes()):
+            if want is not None and (len(shape) != len(want) or any(
+                    w is not None and w != s for w, s in zip(want, shape))):
+                pretty = tuple("?" if w is None else w for w in want)
+                raise ShapeError(f"input {name!r} has shape {tuple(shape)}, the model "
+                                 f"expects {pretty}")
+
+    # ------------------------------------------------------------------ analysis
+    def static_nodes(self, static_inputs=()) -> set[int]:
+        """Indices of the nodes whose outputs are known while tracing."""
+        known = set(static_inputs) | {k for k, v in self.initializers.items()
+                                      if v.dtype.kind not in "fc"}
+        out = set()
+        for i, n in enumerate(self.graph.node):
+            ins = [x for x in n.input if x]
+            if n.op_type in STATIC_OUTPUT or (
+                    n.op_type not in RANDOM and (ins or n.op_type == "Constant")
+                    and all(x in known for x in ins)):
+                out.add(i)
+                known.update(o for o in n.output if o)
+        return out
+
+    def check_supported(self, static_inputs=()) -> None:
+        """Raise UnsupportedOpError naming every op type of the model we cannot import."""
+        static = self.static_nodes(static_inputs)
+        missing: Counter = Counter()
+        for i, n in enumerate(self.graph.node):
+            if n.domain not in ("", "ai.onnx"):
+                missing[f"{n.domain}.{n.op_type}"] += 1
+            elif i not in static and find_importer(n.op_type, self.opset) is None:
+                missing[n.op_type] += 1
+        if missing:
+            listed = ", ".join(f"{k} (x{v})" if v > 1 else k for k, v in sorted(missing.items()))
+            raise UnsupportedOpError(f"the model uses {len(missing)} op type(s) that "
+                                     f"singa_graph cannot import yet: {listed}")
+
+    # ------------------------------------------------------------------ tracing
+    def trace(self, feeds: dict, store, training: bool = False, last_layers=None,
+              extra_outputs=()) -> list:
+        """Build the graph. ``feeds`` maps input names to Tensors (Placeholders or data) or
+        numpy arrays (values known now); ``store`` creates and keeps Parameters and buffers.
+        Returns the outputs (Tensors, or numpy arrays for values known while tracing)."""
+        env = dict(feeds)
+        static_in = [k for k, v in feeds.items() if isinstance(v, np.ndarray)]
+        static = self.static_nodes(static_in)
+        nodes = list(self.graph.node)
+        if last_layers is not None:
+            nodes = nodes[:last_layers]
+            if not nodes:
+                raise GraphError(f"last_layers={last_layers} leaves no node of the model")
+        for i, proto in enumerate(nodes):
+            if i in static and proto.op_type not in STATIC_OUTPUT:
+                values = self._fold(proto, env)
+            else:
+                node = NodeView(proto, env, self, store, training)
+                fn = find_importer(proto.op_type, self.opset)
+                where = f"ONNX node {proto.name or proto.op_type!r} ({proto.op_type})"
+                try:
+                    values = fn(node)
+                except (NeedsValue, UnsupportedOpError):
+                    raise
+                except SingaGraphError as e:  # shape and dtype errors: name the ONNX node
+                    raise type(e)(f"{where}: {e}") from e
+                except (ValueError, TypeError, IndexError, KeyError) as e:
+                    raise GraphError(f"{where}: {e}") from e
+            if not isinstance(values, (list, tuple)):
+                values = [values]
+            for name, v in zip(proto.output, values):
+                if name:
+                    env[name] = v
+            wanted = [o for o in proto.output[len(values):] if o]
+            if wanted:
+                raise UnsupportedOpError(f"{proto.op_type} node {proto.name!r}: output(s) "
+                                         f"{wanted} are not supported")
+        names = (list(nodes[-1].output) if last_layers is not None else self.outputs)
+        names = [n for n in names if n] + list(extra_outputs)
+        missing = [n for n in names if n not in env]
+        if missing:
+            raise GraphError(f"the model never computes output(s) {missing}")
+        return [env[n] for n in names]
+
+    def _fold(self, proto, env) -> list:
+        """Run one node on known values with ONNX's reference implementation."""
+        from onnx import helper
+        from onnx.reference import ReferenceEvaluator
+
+        ins = [x for x in proto.input if x]
+        vals = {}
+        for x in ins:
+            v = env[x] if x in env else self.initializers[x]
+            vals[x] = np.asarray(v)
+        graph = helper.make_graph(
+            [proto], "fold",
+            [helper.make_tensor_value_info(x, helper.np_dtype_to_tensor_dtype(vals[x].dtype),
+                                           vals[x].shape) for x in ins],
+            [helper.make_empty_tensor_value_info(o) for o in proto.output if o])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
+        try:
+            out = ReferenceEvaluator(m).run(None, vals)
+        except Exception as e:
+            raise UnsupportedOpError(f"cannot evaluate constant node {proto.name!r} "
+                                     f"({proto.op_type}): {e}") from None
+        return [np.asarray(o) for o in out]
+
+
+class NodeView:
+    """What an import function sees of one ONNX node: attributes with their defaults, its
+    inputs as Tensors (:meth:`t`) or as values known now (:meth:`const`), and the mode."""
+
+    def __init__(self, proto, env, program, store, training):
+        self.proto = proto
+        self.op_type = proto.op_type
+        self.name = proto.name or f"{proto.op_type}({', '.join(proto.output)})"
+        self.opset = program.opset
+        self.training = bool(training)
+        self._env, self._program, self._store = env, program, store
+        self._attrs = {a.name: onnx.helper.get_attribute_value(a) for a in proto.attribute}
+
+    @property
+    def n_inputs(self) -> int:
+        return len(self.proto.input)
+
+    @property
+    def n_outputs(self) -> int:
+        return len([o for o in self.proto.output if o])
+
+    def attr(self, name, default=None):
+        v = self._attrs.get(name, default)
+        if isinstance(v, bytes):
+            return v.decode()
+        if isinstance(v, list):
+            return [x.decode() if isinstance(x, bytes) else x for x in v]
+        return v
+
+    def has(self, i: int) -> bool:
+        return i < len(self.proto.input) and bool(self.proto.input[i])
+
+    def _raw(self, i):
+        name = self.proto.input[i]
+        if name in self._env:
+            return self._env[name]
+        if name in self._program.initializers:
+            return self._program.initializers[name]
+        raise GraphError(f"node {self.name!r} reads {name!r}, which nothing produces")
+
+    def is_const(self, i) -> bool:
+        """True when input ``i`` is known now (a constant, an initialiser, a shape)."""
+        v = self._raw(i)
+        return isinstance(v, np.ndarray) or (isinstance(v, Tensor) and v.data is not None
+                                             and v.creator is None)
+
+    def const(self, i: int, default=None):
+        """Input ``i`` as a numpy array known while building (shapes, axes, pads...)."""
+        if not self.has(i):
+            return default
+        v = self._raw(i)
+        if isinstance(v, np.ndarray):
+            return v
+        if isinstance(v, Tensor) and v.data is not None and v.creator is None:
+            return v.data
+        raise NeedsValue(self.proto.input[i], self.name)
+
+    def t(self, i: int) -> Tensor:
+        """Input ``i`` as a Tensor: float initialisers become trainable Parameters (one per
+        name, shared by every trace), other known values constant Tensors."""
+        name = self.proto.input[i]
+        if name in self._env and isinstance(self._env[name], Tensor):
+            return self._env[name]
+        if name not in self._env and name in self._program.initializers:
+            arr = self._program.initializers[name]
+            if arr.dtype.kind == "f":
+                return self._store.parameter(name, arr)
+        return constant(self._raw(i), name)
+
+    def buffer(self, i: int) -> Tensor:
+        """Input ``i`` as a non-trainable state tensor (BatchNorm running statistics)."""
+        name = self.proto.input[i]
+        if name not in self._env and name in self._program.initializers:
+            return self._store.buffer(name, self._program.initializers[name])
+        return self.t(i)
+
+    def shape(self, i: int) -> tuple:
+        v = self._raw(i)
+        return tuple(v.shape)
+
+    def fail(self, what: str):
+        raise UnsupportedOpError(f"{self.op_type} node {self.name!r}: {what} is not "
+                                 "supported yet")
+
+
+def constant(value, name=None) -> Tensor:
+    """A constant (non-trainable) Tensor holding ``value``."""
+    if isinstance(value, Tensor):
+        return value
+    arr = np.asarray(value)
+    try:
+        return Tensor(data=arr, requires_grad=False, name=name)
+    except DTypeError as e:
+        raise UnsupportedOpError(f"tensor {name!r}: {e}") from None
