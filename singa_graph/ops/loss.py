@@ -67,10 +67,8 @@ class SoftmaxCrossEntropyGrad(Operation):
 
 
 class MeanSquareError(Operation):
-    """SINGA's ``MeanSquareError``: ``sum((x - t)^2) / (2 N)``, N = ``x.shape[0]``.
-
-    (Not the mean over all elements: SINGA halves the squared error and divides by the
-    batch size only.) ``x`` and ``t`` must have the same shape and dtype.
+    """SINGA's ``MeanSquareError`` (SINGA >= 3.1): the mean over all elements,
+    ``sum((x - t)^2) / x.size``. ``x`` and ``t`` must have the same shape and dtype.
     """
 
     def infer(self, x, t):
@@ -87,7 +85,7 @@ class MeanSquareError(Operation):
 
 
 class MeanSquareErrorGrad(Operation):
-    """``(x - t) * dy / N``."""
+    """``2 (x - t) * dy / x.size``."""
 
     def infer(self, x, t, dy):
         return [TensorSpec(x.shape, x.dtype)]
@@ -148,7 +146,7 @@ def softmax_cross_entropy(x, t):
 
 
 def mse_loss(x, t):
-    """SINGA's ``mse_loss``: ``sum((x - t)^2) / (2 * x.shape[0])``."""
+    """SINGA's ``mse_loss`` (SINGA >= 3.1): the mean of ``(x - t)^2`` over all elements."""
     return MeanSquareError()(x, t)
 
 

@@ -69,8 +69,8 @@ def test_backward_is_layerwise_and_gradients_match_numpy():
                                                  tensor.from_numpy(np.zeros((4, 2), np.float32))))
     h = np.maximum(x @ l1.W.data + l1.b.data, 0)
     o = h @ l2.W.data + l2.b.data
-    # SINGA's mse_loss: sum((x - t)^2) / (2 N)  ->  d/do = (o - t) / N
-    do = o / 4
+    # SINGA's mse_loss (>= 3.1): mean((x - t)^2)  ->  d/do = 2 (o - t) / size
+    do = 2 * o / o.size
     np.testing.assert_allclose(grads[l2.W].data, h.T @ do, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(grads[l2.b].data, do.sum(0), rtol=1e-4, atol=1e-6)
 
