@@ -25,7 +25,7 @@ import types
 
 from . import functional
 from .functional import *  # noqa: F401,F403
-from .functional import _float_targets  # noqa: F401
+from .functional import _and, _float_targets, _not, _or, _xor  # noqa: F401
 from .ir.op import Operation, no_grad  # noqa: F401
 from .layer import (AvgPool1d, AvgPool2d, BatchNorm2d, Conv2d, Dropout, Flatten,  # noqa: F401
                     Layer, Linear, MaxPool1d, MaxPool2d, Pooling2d, ReLU, SeparableConv2d,

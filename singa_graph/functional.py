@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 from . import ops as _ops
 from .ops.dropout import __name__ as _dropout_module_name
 
@@ -38,6 +40,20 @@ log, sqrt, sign, identity = _ops.log, _ops.sqrt, _ops.sign, _ops.identity
 reshape, flatten = _ops.reshape, _ops.flatten
 mse_loss, argmax = _ops.mse_loss, _ops.argmax
 conv2d, max_pool2d, avg_pool2d = _ops.conv2d, _ops.max_pool2d, _ops.avg_pool2d
+sin, cos, tan, asin, acos, atan = _ops.sin, _ops.cos, _ops.tan, _ops.asin, _ops.acos, _ops.atan
+sinh, cosh, asinh, acosh, atanh = _ops.sinh, _ops.cosh, _ops.asinh, _ops.acosh, _ops.atanh
+erf, ceil, floor, round, rounde = _ops.erf, _ops.ceil, _ops.floor, _ops.round, _ops.rounde
+reciprocal = _ops.reciprocal
+selu, elu, hardsigmoid, prelu, gelu = _ops.selu, _ops.elu, _ops.hardsigmoid, _ops.prelu, _ops.gelu
+softplus, softsign = _ops.softplus, _ops.softsign
+greater, less, equal = _ops.greater, _ops.less, _ops.equal
+_and, _or, _xor, _not = _ops.logical_and, _ops.logical_or, _ops.logical_xor, _ops.logical_not
+max, min = _ops.maximum, _ops.minimum
+shape = _ops.shape_of
+unsqueeze, tile, expand, pad, upsample = (_ops.unsqueeze, _ops.tile, _ops.expand, _ops.pad,
+                                          _ops.upsample)
+depth_to_space, space_to_depth = _ops.depth_to_space, _ops.space_to_depth
+gather, nonzero, onehot = _ops.gather, _ops.nonzero, _ops.onehot
 
 
 # ---------------------------------------------------------------------- arithmetic
@@ -74,10 +90,6 @@ def abs(a):
 
 def negative(x):
     return _ops.neg(x)
-
-
-def reciprocal(x):
-    return _ops.div(1.0, x)
 
 
 def cast(x, to):
@@ -164,13 +176,105 @@ def batchnorm_2d(x, scale, bias, running_mean, running_var, momentum=0.9, eps=1e
 
 
 def globalaveragepool(x, data_format="channels_first"):
-    """Mean over the spatial axes (kept as size 1) of an NCHW input."""
-    if data_format != "channels_first":
-        raise NotImplementedError("globalaveragepool: only channels_first (NCHW) inputs")
-    return _ops.global_average_pool(x)
+    """Mean over the spatial axes, kept as size 1: (N, C, H, W) -> (N, C, 1, 1) for
+    ``channels_first``, (N, H, W, C) -> (N, 1, 1, C) for ``channels_last``."""
+    if data_format == "channels_first":
+        return _ops.global_average_pool(x)
+    if data_format not in ("channels_last", "channel_last"):
+        raise ValueError(f"globalaveragepool: data_format must be channels_first or "
+                         f"channels_last, got {data_format!r}")
+    return _ops.mean(x, tuple(range(1, x.ndim - 1)), True)
 
 
 global_average_pool = globalaveragepool
+
+
+
+# ---------------------------------------------------------------------- SINGA 3 extras
+def _tensor(v, like, dtype=None):
+    """A constant tensor from a list/array (SINGA passes them for conditions and indices)."""
+    from .ir.tensor import Tensor
+
+    if isinstance(v, Tensor):
+        return v
+    return Tensor(data=np.asarray(v, dtype or like.dtype), device=like.device,
+                  requires_grad=False)
+
+
+def where(x, y, condition):
+    """SINGA's ``where(x, y, condition)``: ``x`` where ``condition`` is true, else ``y``;
+    ``condition`` may be a Tensor, a list or an array."""
+    return _ops.where(_tensor(condition, x), x, y)
+
+
+def clip(x, min=None, max=None):
+    """Limit ``x`` to ``[min, max]`` (either bound may be None); the gradient passes where
+    ``x`` lies inside, bounds included (SINGA)."""
+    y = x
+    if min is not None:
+        y = _ops.maximum(y, _tensor(np.asarray(min), x))
+    if max is not None:
+        y = _ops.minimum(y, _tensor(np.asarray(max), x))
+    return y if y is not x else _ops.identity(x)
+
+
+def squeeze(x, axis=[]):  # noqa: B006  (SINGA's default; never mutated here)
+    """Remove the size-1 axes ``axis`` (all of them when empty)."""
+    return _ops.squeeze(x, axis)
+
+
+def slice(x, starts, ends, axes=None, steps=None):
+    """``x[starts:ends:steps]`` along ``axes`` (ONNX Slice)."""
+    return _ops.slice(x, starts, ends, axes, steps)
+
+
+def scatter_elements(x, indices, updates, axis=0):
+    """``x`` with ``updates`` written at ``indices`` along ``axis`` (Tensors or arrays)."""
+    return _ops.scatter_elements(x, _tensor(indices, x, np.int64), _tensor(updates, x), axis)
+
+
+def constant_of_shape(x, value=0):
+    """A float32 tensor of shape given by the values of ``x``, filled with ``value``."""
+    return _ops.constant_of_shape(x, value)
+
+
+def embedding(x, w):
+    """Rows of ``w`` at the word ids ``x`` (any integer or integral float tensor):
+    output shape ``x.shape + (w.shape[1],)``."""
+    if x.dtype.kind == "f":
+        x = _ops.cast(x, np.int64)
+    return _ops.take(w, x, 0)
+
+
+def cossim(a, b):
+    """Cosine similarity of the rows of two (N, d) tensors, shape (N,)."""
+    if a.shape != b.shape or a.ndim != 2:
+        from .errors import ShapeError
+
+        raise ShapeError(f"cossim needs two (N, d) tensors of one shape, got {a.shape} and "
+                         f"{b.shape}")
+    dot = _ops.sum(_ops.mul(a, b), 1)
+    na = _ops.sqrt(_ops.sum(_ops.mul(a, a), 1))
+    nb = _ops.sqrt(_ops.sum(_ops.mul(b, b), 1))
+    return _ops.div(dot, _ops.mul(na, nb))
+
+
+def ranking_loss(pos, neg, M=0.2):
+    """``sum(max(0, M - pos + neg)) / N`` with N = ``pos.shape[0]`` (SINGA)."""
+    if pos.shape != neg.shape:
+        from .errors import ShapeError
+
+        raise ShapeError(f"ranking_loss: pos {pos.shape} and neg {neg.shape} differ in shape")
+    hinge = _ops.relu(_ops.add(_ops.sub(neg, pos), float(M)))
+    return _ops.div(_ops.sum(hinge), float(pos.shape[0] if pos.ndim else 1))
+
+
+def binary_cross_entropy(x, t):
+    """``-sum(t log x + (1 - t) log(1 - x)) / N`` on probabilities ``x`` (SINGA)."""
+    t = _ops.cast(t, x.dtype) if t.dtype != x.dtype else t
+    ll = _ops.add(_ops.mul(t, _ops.log(x)),
+                  _ops.mul(_ops.sub(1.0, t), _ops.log(_ops.sub(1.0, x))))
+    return _ops.div(_ops.neg(_ops.sum(ll)), float(x.shape[0] if x.ndim else 1))
 
 
 __all__ = sorted(n for n, v in list(globals().items())

@@ -4,6 +4,8 @@ from .activation import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
+from .indexing import *  # noqa: F401,F403
+from .layout import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .logic import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
