@@ -41,7 +41,7 @@ __all__ = ["Tensor", "Placeholder", "PlaceHolder", "Parameter", "float16", "floa
            "sum", "average", "abs", "exp", "log", "sqrt", "square", "sign", "tanh", "sigmoid",
            "relu", "softmax", "pow", "add", "sub", "eltwise_mult", "div", "mult", "axpy",
            "concatenate", "lt", "le", "gt", "ge", "product", "sizeof", "copy_data_to_from",
-           "copy_from_numpy"]
+           "copy_from_numpy", "from_raw_tensor", "from_raw_tensors"]
 
 
 # ---------------------------------------------------------------------- helpers
@@ -64,6 +64,22 @@ def from_numpy(np_array, dev=None) -> Tensor:
     elif a.dtype.kind in "iu" or a.dtype == np.bool_:
         a = a.astype(np.int32)
     return Tensor(data=a, device=dev)
+
+
+def from_raw_tensor(t) -> Tensor:
+    """A Tensor holding ``t``'s data (no creator): SINGA wraps a raw CTensor this way, e.g.
+    the gradients that ``y.creator.backward(dy)`` returns. Accepts Tensors and arrays."""
+    if isinstance(t, Tensor):
+        _need(t, "from_raw_tensor")
+        out = Tensor(data=t.data, device=t.device, requires_grad=False)
+        out.data = t.data  # share, as SINGA shares the CTensor
+        return out
+    return Tensor(data=np.asarray(t), requires_grad=False)
+
+
+def from_raw_tensors(tt) -> list:
+    """:func:`from_raw_tensor` of each element."""
+    return [from_raw_tensor(t) for t in tt]
 
 
 def to_numpy(t: Tensor) -> np.ndarray:
