@@ -27,9 +27,9 @@ from . import functional
 from .functional import *  # noqa: F401,F403
 from .functional import _and, _float_targets, _not, _or, _xor  # noqa: F401
 from .ir.op import Operation, no_grad  # noqa: F401
-from .layer import (AvgPool1d, AvgPool2d, BatchNorm2d, Conv2d, Dropout, Flatten,  # noqa: F401
-                    Layer, Linear, MaxPool1d, MaxPool2d, Pooling2d, ReLU, SeparableConv2d,
-                    Sigmoid, Tanh)
+from .layer import (LSTM, RNN, AvgPool1d, AvgPool2d, BatchNorm2d, Conv2d,  # noqa: F401
+                    Dropout, Flatten, Layer, Linear, MaxPool1d, MaxPool2d, Pooling2d, ReLU,
+                    RNN_Base, SeparableConv2d, Sigmoid, Tanh)
 from .passes.autodiff import backward  # noqa: F401
 
 Operator = Operation

@@ -29,13 +29,15 @@ ops of :mod:`singa_graph.functional`, which sits below them.
 from .activation import LeakyReLU, ReLU, Sigmoid, SoftMax, Tanh
 from .base import Layer
 from .conv import Conv2d, SeparableConv2d
-from .dense import Linear
+from .dense import Embedding, Gemm, Linear
 from .loss import CrossEntropy, MeanSquareError, SoftMaxCrossEntropy
 from .norm import BatchNorm2d, Dropout
 from .pool import AvgPool1d, AvgPool2d, GlobalAvgPool2d, MaxPool1d, MaxPool2d, Pooling2d
+from .recurrent import LSTM, RNN, RNN_Base
 from .shape import Add, Cat, Flatten, Reshape
 
 __all__ = ["Layer", "Linear", "Conv2d", "SeparableConv2d", "BatchNorm2d", "Pooling2d",
            "MaxPool2d", "AvgPool2d", "MaxPool1d", "AvgPool1d", "GlobalAvgPool2d", "ReLU",
            "LeakyReLU", "Sigmoid", "Tanh", "SoftMax", "Flatten", "Reshape", "Dropout", "Cat",
-           "Add", "SoftMaxCrossEntropy", "MeanSquareError", "CrossEntropy"]
+           "Add", "SoftMaxCrossEntropy", "MeanSquareError", "CrossEntropy", "Gemm", "Embedding",
+           "RNN_Base", "RNN", "LSTM"]

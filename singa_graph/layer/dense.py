@@ -50,3 +50,81 @@ class Linear(Layer):
             x = _ops.flatten(x, 1)
         y = _ops.matmul(x, self.W)
         return _ops.add_bias(y, self.b, axis=0) if self.bias else y
+
+
+class Gemm(Layer):
+    """``Y = alpha * op(x) @ op(W) + beta * b`` (ONNX Gemm with the weight as a parameter).
+
+    SINGA's ``Gemm(nb_kernels, alpha=1.0, beta=1.0, transA=False, transB=True, bias=True,
+    bias_shape=None)``: W has shape ``(nb_kernels, in)`` when ``transB`` (the default) and
+    ``(in, nb_kernels)`` otherwise, drawn from N(0, 2 / (in + nb_kernels)); b has
+    ``bias_shape`` (default ``(1, nb_kernels)``) and starts at zero.
+    """
+
+    def __init__(self, nb_kernels, alpha=1.0, beta=1.0, transA=False, transB=True, bias=True,
+                 bias_shape=None):
+        super().__init__()
+        self.nb_kernels = int(nb_kernels)
+        self.alpha, self.beta = float(alpha), float(beta)
+        self.transA, self.transB = int(bool(transA)), int(bool(transB))
+        self.bias = bool(bias)
+        self.bias_shape = None if bias_shape is None else tuple(bias_shape)
+
+    def initialize(self, x):
+        if x.ndim != 2:
+            raise ShapeError(f"Gemm expects a 2-d input, got shape {x.shape}")
+        self.in_features = x.shape[0] if self.transA else x.shape[-1]
+        n_in, n_out = self.in_features, self.nb_kernels
+        shape = (n_out, n_in) if self.transB else (n_in, n_out)
+        self.W = _param(shape, x, initializer.gaussian, std=float(np.sqrt(2.0 / (n_in + n_out))))
+        if self.bias:
+            self.b = _param(self.bias_shape or (1, n_out), x, initializer.zeros)
+
+    def forward(self, x):
+        n_in = x.shape[0] if self.transA else x.shape[-1]
+        if n_in != self.in_features:
+            raise ShapeError(f"Gemm expects {self.in_features} input features, got input of "
+                             f"shape {x.shape}")
+        return _ops.gemm(x, self.W, self.b if self.bias else None, self.alpha, self.beta,
+                         bool(self.transA), bool(self.transB))
+
+
+class Embedding(Layer):
+    """Rows of a ``(input_dim, output_dim)`` table W at integer word ids: ``(N, T)`` ids give
+    ``(N, T, output_dim)``. W is drawn from N(0, 1) (``initializer="gaussian"``, SINGA's
+    default) or U(-1, 1) (``"uniform"``)."""
+
+    def __init__(self, input_dim, output_dim, initializer="gaussian"):
+        super().__init__()
+        if initializer not in ("gaussian", "uniform"):
+            raise ValueError(f"Embedding: initializer must be 'gaussian' or 'uniform', got "
+                             f"{initializer!r}")
+        self.input_dim, self.output_dim = int(input_dim), int(output_dim)
+        self.initializer = initializer
+
+    def initialize(self, x):
+        from ..ir.tensor import Tensor
+
+        like = Tensor.symbolic((), np.float32, x.device)
+        if self.initializer == "uniform":
+            self.W = _param((self.input_dim, self.output_dim), like, initializer_uniform)
+        else:
+            self.W = _param((self.input_dim, self.output_dim), like, initializer.gaussian,
+                            std=1.0)
+
+    def from_pretrained(self, W, freeze=True):
+        """Use the table ``W``; ``freeze`` stops its training (SINGA): the table then is a
+        buffer (in ``get_states``, not ``get_params``) that no gradient reaches."""
+        self.set_states({self.W.name: W})
+        self.W.requires_grad = self.W.stores_grad = not freeze
+        if freeze:
+            self.register_buffer("W", self.W)
+
+    def forward(self, x):
+        from ..functional import embedding
+
+        return embedding(x, self.W)
+
+
+def initializer_uniform(t):
+    return initializer.uniform(t, -1.0, 1.0)
