@@ -210,7 +210,7 @@ class SingaRunner:
 
     def warm(self, n):
         t0 = time.perf_counter()
-        self.first_loss = float(np.asarray(self.step().data))
+        self.first_loss = np.asarray(self.step().data).item()
         first = time.perf_counter() - t0
         for _ in range(n - 1):
             self.step()

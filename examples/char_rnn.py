@@ -78,7 +78,7 @@ def main(argv=None) -> list[float]:
         for _ in range(args.steps):
             _, x, y = batches(TEXT, args.seq_len, args.batch_size, rng)
             _, loss = m(x, y)
-            total += float(loss.data)
+            total += loss.data.item()
         losses.append(total / args.steps)
         if not args.quiet:
             print(f"epoch {epoch}: loss {losses[-1]:.3f}")

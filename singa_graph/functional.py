@@ -266,7 +266,8 @@ def ranking_loss(pos, neg, M=0.2):
 
         raise ShapeError(f"ranking_loss: pos {pos.shape} and neg {neg.shape} differ in shape")
     hinge = _ops.relu(_ops.add(_ops.sub(neg, pos), float(M)))
-    return _ops.div(_ops.sum(hinge), float(pos.shape[0] if pos.ndim else 1))
+    loss = _ops.div(_ops.sum(hinge), float(pos.shape[0] if pos.ndim else 1))
+    return _ops.reshape(loss, (1,))  # SINGA's loss shape
 
 
 def binary_cross_entropy(x, t):
@@ -274,7 +275,8 @@ def binary_cross_entropy(x, t):
     t = _ops.cast(t, x.dtype) if t.dtype != x.dtype else t
     ll = _ops.add(_ops.mul(t, _ops.log(x)),
                   _ops.mul(_ops.sub(1.0, t), _ops.log(_ops.sub(1.0, x))))
-    return _ops.div(_ops.neg(_ops.sum(ll)), float(x.shape[0] if x.ndim else 1))
+    loss = _ops.div(_ops.neg(_ops.sum(ll)), float(x.shape[0] if x.ndim else 1))
+    return _ops.reshape(loss, (1,))  # SINGA's loss shape
 
 
 __all__ = sorted(n for n, v in list(globals().items())

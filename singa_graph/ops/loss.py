@@ -1,4 +1,4 @@
-"""Losses with SINGA's formulas (each a scalar, shape ``()``), and ArgMax for accuracy.
+"""Losses with SINGA's formulas (each of shape ``(1,)``, as SINGA's SumAll), and ArgMax.
 
 ``N`` below is always the size of the first (batch) dimension, as in SINGA; every gradient
 is one fused ``*Grad`` op scaled by the incoming scalar gradient ``dy``.
@@ -45,7 +45,7 @@ class SoftmaxCrossEntropy(Operation):
         elif t.shape != x.shape[:1]:
             raise ShapeError(f"logits {x.shape} need labels of shape ({x.shape[0]},), "
                              f"got labels {t.shape}")
-        return [TensorSpec((), x.dtype)]
+        return [TensorSpec((1,), x.dtype)]
 
     def gradient(self, inputs, outputs, dys, needs):
         from .activation import log_softmax
@@ -75,7 +75,7 @@ class MeanSquareError(Operation):
         need_float(x)
         if x.shape != t.shape:
             raise ShapeError(f"prediction {x.shape} and target {t.shape} differ in shape")
-        return [TensorSpec((), same_dtype(x, t))]
+        return [TensorSpec((1,), same_dtype(x, t))]
 
     def gradient(self, inputs, outputs, dys, needs):
         from .elementwise import neg
@@ -100,7 +100,7 @@ class CrossEntropy(Operation):
         need_float(y)
         if y.shape != t.shape:
             raise ShapeError(f"probabilities {y.shape} and targets {t.shape} differ in shape")
-        return [TensorSpec((), same_dtype(y, t))]
+        return [TensorSpec((1,), same_dtype(y, t))]
 
     def gradient(self, inputs, outputs, dys, needs):
         from .elementwise import log
