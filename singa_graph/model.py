@@ -304,7 +304,8 @@ class Model(Layer):
             raise
 
     def load_states(self, fpath: str) -> dict:
-        """Restore a checkpoint written by :meth:`save_states`; returns its aux states.
+        """Restore a checkpoint written by :meth:`save_states`; returns its aux states (as
+        Tensors, as SINGA).
 
         Raises :class:`CheckpointError` (and changes nothing) when names or shapes differ from
         this model's.
@@ -335,4 +336,6 @@ class Model(Layer):
         for o in self._optimizers():
             o.load_states({k[4:]: v for k, v in data.items() if k.startswith("opt/")},
                           {k[9:]: v for k, v in data.items() if k.startswith("opthyper/")})
-        return {k[4:]: v for k, v in data.items() if k.startswith("aux/")}
+        # SINGA returns the aux states as Tensors
+        return {k[4:]: Tensor(data=v, requires_grad=False) for k, v in data.items()
+                if k.startswith("aux/")}

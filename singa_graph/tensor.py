@@ -41,7 +41,8 @@ __all__ = ["Tensor", "Placeholder", "PlaceHolder", "Parameter", "float16", "floa
            "sum", "average", "abs", "exp", "log", "sqrt", "square", "sign", "tanh", "sigmoid",
            "relu", "softmax", "pow", "add", "sub", "eltwise_mult", "div", "mult", "axpy",
            "concatenate", "lt", "le", "gt", "ge", "product", "sizeof", "copy_data_to_from",
-           "copy_from_numpy", "from_raw_tensor", "from_raw_tensors"]
+           "copy_from_numpy", "from_raw_tensor", "from_raw_tensors", "ceil", "eq", "repeat",
+           "tensordot", "einsum", "add_column", "add_row", "sum_columns", "sum_rows"]
 
 
 # ---------------------------------------------------------------------- helpers
@@ -172,7 +173,10 @@ def sum(t, axis=None, out=None):
 
 
 def average(t, axis=None):
-    """Mean over ``axis`` (all elements when None)."""
+    """Mean over ``axis``; over all elements (``axis`` None) of a concrete tensor it is a
+    Python float, as SINGA."""
+    if axis is None and t.data is not None:
+        return float(np.mean(t.data, dtype=np.float64))
     return _ops.mean(t, axis)
 
 
@@ -238,6 +242,73 @@ def axpy(alpha, x, y):
     _need(y, "axpy")
     y.data += np.asarray(alpha * x.data, dtype=y.dtype)
     return y
+
+
+ceil = _ops.ceil
+
+
+def eq(t, x):
+    """Elementwise ``t == x`` as 0/1 in ``t``'s dtype."""
+    return t == x
+
+
+def repeat(t, repeats, axis=None):
+    """``numpy.repeat`` of the data (flattened when ``axis`` is None); no gradient."""
+    return t.repeat(repeats, axis)
+
+
+def tensordot(A, B, axes=2):
+    """``numpy.tensordot`` built from Transpose, Reshape and MatMul (so it has a gradient
+    and works in graph mode). ``axes``: an int (last of A with first of B) or two lists."""
+    if isinstance(axes, (int, np.integer)):
+        axes_a, axes_b = list(range(A.ndim - axes, A.ndim)), list(range(axes))
+    else:
+        axes_a, axes_b = ([a] if np.isscalar(a) else list(a) for a in axes)
+    axes_a = [a % A.ndim for a in axes_a]
+    axes_b = [b % B.ndim for b in axes_b]
+    if [A.shape[a] for a in axes_a] != [B.shape[b] for b in axes_b]:
+        raise ShapeError(f"tensordot: axes {axes_a} of {A.shape} and {axes_b} of {B.shape} "
+                         "differ in size")
+    free_a = [a for a in range(A.ndim) if a not in axes_a]
+    free_b = [b for b in range(B.ndim) if b not in axes_b]
+    k = product(A.shape[a] for a in axes_a)
+    a2 = _ops.reshape(_ops.transpose(A, free_a + axes_a), (-1, k))
+    b2 = _ops.reshape(_ops.transpose(B, axes_b + free_b), (k, -1))
+    out = [A.shape[a] for a in free_a] + [B.shape[b] for b in free_b]
+    return _ops.reshape(_ops.matmul(a2, b2), out)
+
+
+def einsum(ops, *args):
+    """``numpy.einsum`` on the data of concrete tensors (SINGA's two-operand einsum); no
+    gradient."""
+    for t in args:
+        _need(t, "einsum")
+    return Tensor(data=np.einsum(ops, *(t.data for t in args)), device=args[0].device,
+                  requires_grad=False)
+
+
+def add_column(alpha, v, beta, M):
+    """``M = alpha * v + beta * M`` for each column of the 2-d ``M`` (in place); returns M."""
+    _need(M, "add_column")
+    M.data[...] = alpha * np.asarray(v.data).reshape(-1, 1) + beta * M.data
+    return M
+
+
+def add_row(alpha, v, beta, M):
+    """``M = alpha * v + beta * M`` for each row of the 2-d ``M`` (in place); returns M."""
+    _need(M, "add_row")
+    M.data[...] = alpha * np.asarray(v.data).reshape(1, -1) + beta * M.data
+    return M
+
+
+def sum_columns(M):
+    """The sum of the columns of a 2-d tensor, shape (rows, 1)."""
+    return _ops.sum(M, 1, True)
+
+
+def sum_rows(M):
+    """The sum of the rows of a 2-d tensor, shape (1, columns)."""
+    return _ops.sum(M, 0, True)
 
 
 def lt(t, x):

@@ -213,6 +213,15 @@ class SingaTensorMethods:
         a = self.data if dtype is None else self.data.astype(dtype, copy=False)
         return a.copy() if copy else a
 
+    def __float__(self):
+        """The value of a one-element concrete tensor (``float(loss)``)."""
+        self._need_data("__float__")
+        return float(self.data.reshape(-1)[0]) if self.size == 1 else float(self.data)
+
+    def __int__(self):
+        self._need_data("__int__")
+        return int(self.data.reshape(-1)[0]) if self.size == 1 else int(self.data)
+
     def is_empty(self):
         return self.size == 0
 
