@@ -30,7 +30,7 @@ from .activation import LeakyReLU, ReLU, Sigmoid, SoftMax, Tanh
 from .base import Layer
 from .conv import Conv2d, SeparableConv2d
 from .dense import Embedding, Gemm, Linear
-from .loss import CrossEntropy, MeanSquareError, SoftMaxCrossEntropy
+from .loss import BinaryCrossEntropy, CrossEntropy, MeanSquareError, SoftMaxCrossEntropy
 from .norm import BatchNorm2d, Dropout
 from .pool import AvgPool1d, AvgPool2d, GlobalAvgPool2d, MaxPool1d, MaxPool2d, Pooling2d
 from .recurrent import LSTM, RNN, RNN_Base
@@ -40,4 +40,4 @@ __all__ = ["Layer", "Linear", "Conv2d", "SeparableConv2d", "BatchNorm2d", "Pooli
            "MaxPool2d", "AvgPool2d", "MaxPool1d", "AvgPool1d", "GlobalAvgPool2d", "ReLU",
            "LeakyReLU", "Sigmoid", "Tanh", "SoftMax", "Flatten", "Reshape", "Dropout", "Cat",
            "Add", "SoftMaxCrossEntropy", "MeanSquareError", "CrossEntropy", "Gemm", "Embedding",
-           "RNN_Base", "RNN", "LSTM"]
+           "RNN_Base", "RNN", "LSTM", "BinaryCrossEntropy"]

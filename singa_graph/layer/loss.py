@@ -23,3 +23,9 @@ class CrossEntropy(_Fn):
     """``forward(y, t)``: cross-entropy of probabilities ``y`` and targets ``t``."""
 
     fn = staticmethod(lambda y, t: _ops.cross_entropy(y, t))
+
+
+class BinaryCrossEntropy(_Fn):
+    """``forward(x, t)``: binary cross-entropy of probabilities ``x`` and targets ``t``."""
+
+    fn = staticmethod(lambda x, t: functional.binary_cross_entropy(x, t))
