@@ -253,8 +253,8 @@ def contiguous(t):
 
 
 def eq(t, x):
-    """Elementwise ``t == x`` as 0/1 in ``t``'s dtype."""
-    return t == x
+    """Elementwise ``t == x`` as 0/1 in ``t``'s dtype (``x`` a Tensor or a number)."""
+    return t._eq(x)
 
 
 def repeat(t, repeats, axis=None):

@@ -5,7 +5,8 @@ recorded for autograd. The rest follow SINGA's ``tensor.Tensor``: in-place updat
 comparisons act on the data directly (SINGA does not record them for autograd either).
 
 SINGA conventions kept here: ``t == 3.45`` and ``t < x`` compare elementwise and give 0/1 in
-``t``'s dtype (float for float tensors); an integer tensor combined with a Python float is
+``t``'s dtype (float for float tensors; ``==`` between two Tensors is identity, see
+``__eq__``); an integer tensor combined with a Python float is
 converted to float32 first; ``t.size()`` and ``t.ndim()`` may be called.
 """
 from __future__ import annotations
@@ -115,8 +116,21 @@ class SingaTensorMethods:
     __le__ = _compare(np.less_equal, "__le__")
     __gt__ = _compare(np.greater, "__gt__")
     __ge__ = _compare(np.greater_equal, "__ge__")
-    __eq__ = _compare(np.equal, "__eq__")
-    __ne__ = _compare(np.not_equal, "__ne__")
+    _eq = _compare(np.equal, "__eq__")
+    _ne = _compare(np.not_equal, "__ne__")
+
+    def __eq__(self, other):
+        """``t == 3.45`` (a number or array) compares elementwise, as SINGA; between two
+        Tensors ``==`` is identity, so tensors can be found in lists and sets (``list.index``,
+        ``in``); ``tensor.eq(a, b)`` compares two tensors elementwise."""
+        if isinstance(other, SingaTensorMethods):
+            return self is other
+        return self._eq(other)
+
+    def __ne__(self, other):
+        if isinstance(other, SingaTensorMethods):
+            return self is not other
+        return self._ne(other)
 
     def __floordiv__(self, other):
         self._need_data("__floordiv__")

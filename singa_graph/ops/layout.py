@@ -94,7 +94,8 @@ class Slice(Operation):
             raise ShapeError(f"slice axes {axes} out of range for shape {x.shape}")
         axes = tuple(a % x.ndim for a in axes)
         self._index = _slices(x.shape, self.starts, self.ends, axes, steps)
-        shape = np.empty(x.shape, np.bool_)[self._index].shape  # numpy's own clamping rule
+        # the length of range(n)[s] is numpy's (and ONNX's) clamped slice length
+        shape = tuple(len(range(n)[s]) for n, s in zip(x.shape, self._index))
         return [TensorSpec(shape, x.dtype)]
 
     def gradient(self, inputs, outputs, dys, needs):

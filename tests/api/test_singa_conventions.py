@@ -14,6 +14,8 @@ def test_eq_compares_elementwise_and_tensors_stay_hashable():
     t = tensor.from_numpy(np.array([3.45, 1.0, 3.45], np.float32))
     np.testing.assert_array_equal((t == 3.45).data, [1, 0, 1])
     np.testing.assert_array_equal(tensor.eq(t, t).data, [1, 1, 1])
+    u = tensor.from_numpy(np.array([3.45, 1.0, 3.45], np.float32))
+    assert (t == u) is False and [u, t].index(t) == 1  # two Tensors: identity
     np.testing.assert_array_equal((t != 1.0).data, [1, 0, 1])
     assert (t == None) is False  # noqa: E711  (SINGA: comparing with None is False)
     assert {t: 1}[t] == 1
