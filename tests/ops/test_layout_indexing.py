@@ -116,3 +116,16 @@ def test_scatter_and_gather_elements():
     with pytest.raises(sg.ShapeError, match="do not fit"):
         ops.scatter_elements(sg.Placeholder((3, 4)), sg.Placeholder((2, 3), dtype="int64"),
                              sg.Placeholder((2, 4)))
+
+
+def test_index_ops_in_a_compiled_plan():
+    ind = np.array([[0, 2], [1, 1]])
+    graph_matches_eager(lambda t: ops.onehot(-1, t, 3, [0.0, 1.0]), ind, grad=False)
+    x = rng.standard_normal((3, 4))
+    graph_matches_eager(lambda a: ops.shape_of(a), x, grad=False)
+    idx = np.array([[1, 0, 2, 2], [2, 1, 0, 0]])
+    upd = rng.standard_normal((2, 4))
+    graph_matches_eager(lambda a, u: ops.scatter_elements(
+        a, sg.Tensor(data=idx, requires_grad=False), u, 0), x, upd)
+    graph_matches_eager(lambda a: ops.gather_elements(
+        a, sg.Tensor(data=idx, requires_grad=False)), x, grad=False)

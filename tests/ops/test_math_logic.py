@@ -34,6 +34,7 @@ UNARY = [
     (ops.reciprocal, lambda x: 1 / x, 0.5, 2, True),
     (ops.ceil, np.ceil, -3, 3, False), (ops.floor, np.floor, -3, 3, False),
     (ops.round, _round_away, -3, 3, False), (ops.rounde, np.round, -3, 3, False),
+    (ops.sign, np.sign, -3, 3, False),
     (ops.selu, lambda x: np.where(x > 0, 1.0507 * x, 1.0507 * 1.67326 * np.expm1(x)), -2, 2,
      True),
     (ops.elu, lambda x: np.where(x >= 0, x, np.expm1(x)), -2, 2, True),
@@ -65,6 +66,9 @@ def test_unary(fn, ref, lo, hi, diff):
         ((_, g),) = list(backward(ops.sum(fn(x_))))
         assert not g.data.any()
     graph_matches_eager(fn, x)
+    if fn is ops.sign:  # defined on integers too
+        assert fn(sg.Placeholder((2,), dtype="int32")).dtype == np.int32
+        return
     with pytest.raises(sg.DTypeError):
         fn(sg.Placeholder((2,), dtype="int32"))
 
