@@ -50,6 +50,18 @@ class _AutogradModule(types.ModuleType):
 sys.modules[__name__].__class__ = _AutogradModule
 
 
+class _Gradients(dict):
+    """``{param: grad}`` that SINGA code may also index by ``id(param)``."""
+
+    def __missing__(self, key):
+        if isinstance(key, int):
+            for p, g in self.items():
+                if id(p) == key:
+                    return g
+        raise KeyError(key)
+
+
 def gradients(y, dy=None) -> dict:
-    """``{param: grad}`` for every ``stores_grad`` tensor ``y`` depends on (eager)."""
-    return dict(backward(y, dy))
+    """``{param: grad}`` for every ``stores_grad`` tensor ``y`` depends on (eager); SINGA's
+    ``grads[id(param)]`` works too."""
+    return _Gradients(backward(y, dy))

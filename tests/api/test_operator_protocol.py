@@ -27,9 +27,9 @@ def test_backward_by_hand_matches_autograd():
         dh, db = z.creator.backward(tensor.from_raw_tensor(dz))
         dx, dw = h.creator.backward(dh)
 
-        want = {id(p): g.data for p, g in autograd.backward(loss)}
-        np.testing.assert_allclose(dw.data, want[id(w)], rtol=1e-6)
-        np.testing.assert_allclose(db.data, want[id(b)], rtol=1e-6)
+        want = autograd.gradients(loss)  # SINGA indexes it by id(param)
+        np.testing.assert_allclose(dw.data, want[id(w)].data, rtol=1e-6)
+        np.testing.assert_allclose(db.data, want[b].data, rtol=1e-6)
         assert dx.shape == x.shape
     finally:
         autograd.training = False
