@@ -1,8 +1,11 @@
 """Recurrent layers with SINGA's per-timestep API: ``RNN`` and ``LSTM``.
 
 Both take a list of per-timestep tensors ``xs`` (each ``(N, input_size)``) and the initial
-state, and are unrolled into the graph with ordinary ops (MatMul, AddBias, Add, Tanh,
-Sigmoid, Mul), so the backward, the memory plan and eager mode need nothing special::
+state, and are unrolled into the graph, one timestep after another, so the backward, the
+memory plan and eager mode need nothing special. An RNN step is MatMul, Add, AddBias and the
+nonlinearity; an LSTM step is two MatMuls on the four gates' weights side by side and one
+fused :class:`~singa_graph.ops.recurrent.LSTMCell` (the gate nonlinearities and the state
+update), whose plan needs a fraction of the steps and memory of the op-by-op cell::
 
     rnn = layer.RNN(3, 2)
     hs, h = rnn(xs, h0)
@@ -118,19 +121,30 @@ class LSTM(RNN_Base):
         h, c = h0_c0
         xs = list(xs)
         self._check(xs, h, c)
+        weights = self._fused_weights()  # once per sequence, not per step
         out = []
         for x in xs:
-            h, c = self.step_forward(x, h, c)
+            h, c = self._step(x, h, c, *weights)
             out.append(h)
         return out, h, c
 
-    def _gate(self, x, h, g):
-        b = (lambda k: getattr(self, f"{k}_{g}")) if self.bias else (lambda k: None)
-        return _ops.add(_affine(x, getattr(self, f"Wx_{g}"), b("Bx")),
-                        _affine(h, getattr(self, f"Wh_{g}"), b("Bh")))
+    def _fused_weights(self):
+        """The four gates' weights side by side, (in, 4H) and (H, 4H), and the summed
+        biases (4H,): one MatMul per input per step instead of eight."""
+        wx = _ops.cat([getattr(self, f"Wx_{g}") for g in self._GATES], 1)
+        wh = _ops.cat([getattr(self, f"Wh_{g}") for g in self._GATES], 1)
+        if not self.bias:
+            return wx, wh, None
+        b = _ops.cat([_ops.add(getattr(self, f"Bx_{g}"), getattr(self, f"Bh_{g}"))
+                      for g in self._GATES], 0)
+        return wx, wh, b
+
+    def _step(self, x, h, c, wx, wh, b):
+        pre = _affine(x, wx, None)
+        pre = _ops.add(pre, _ops.matmul(h, wh))
+        pre = pre if b is None else _ops.add_bias(pre, b, 0)
+        return _ops.lstm_cell(pre, c)
 
     def step_forward(self, x, h, c):
-        i, f, o = (_ops.sigmoid(self._gate(x, h, g)) for g in "ifo")
-        g = _ops.tanh(self._gate(x, h, "g"))
-        c = _ops.add(_ops.mul(f, c), _ops.mul(i, g))
-        return _ops.mul(o, _ops.tanh(c)), c
+        """One timestep (SINGA's name): ``(h', c')``."""
+        return self._step(x, h, c, *self._fused_weights())

@@ -5,4 +5,4 @@ numpy ufunc / BLAS calls where a single compiled library routine already does th
 Importing this package registers every CPU kernel.
 """
 from . import (activation, conv, dropout, elementwise, layout, linalg, loss,  # noqa: F401
-               math, norm, pool, reduce, shape, update)
+               math, norm, pool, recurrent, reduce, shape, update)
