@@ -109,7 +109,7 @@ def worker(fw: str, name: str, steps: int, warmup: int, memory: bool, profile: b
     else:
         m = _singa_model(name, graph=(fw == "graph"))
         step = lambda: m(x, y)  # noqa: E731
-        loss = lambda: float(np.asarray(m(x, y)[1].data))  # noqa: E731
+        loss = lambda: np.asarray(m(x, y)[1].data).item()  # noqa: E731
     t0 = time.perf_counter()
     out["first_loss"] = loss()
     out["first_step_s"] = time.perf_counter() - t0

@@ -178,7 +178,7 @@ def train(model, args, dataset, name: str = "model") -> float:
         bar = _bar(batches, steps, f"epoch {epoch + 1}/{args.epochs}", args.quiet or rank)
         for xb, yb in bar:
             out, loss = model(xb, yb)
-            tot_loss += float(loss.data) * len(yb)
+            tot_loss += loss.data.item() * len(yb)
             tot_correct += int((np.argmax(out.data, axis=1) == yb).sum())
             seen += len(yb)
             if bar is not None and hasattr(bar, "set_postfix"):

@@ -262,7 +262,9 @@ def load(model, path: str) -> dict:
     for o in model._optimizers():
         o.load_states({k[4:]: v for k, v in data.items() if k.startswith("opt/")},
                       {k[9:]: v for k, v in data.items() if k.startswith("opthyper/")})
-    aux = {k[4:]: v for k, v in data.items() if k.startswith("aux/")}
+    # SINGA returns the aux states as Tensors; JSON values (dicts, lists) come back as such
+    aux = {k[4:]: Tensor(data=v, requires_grad=False) for k, v in data.items()
+           if k.startswith("aux/")}
     if _AUX_JSON in data:
         aux.update(json.loads(str(data[_AUX_JSON])))
     return aux

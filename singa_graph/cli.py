@@ -194,7 +194,7 @@ def cmd_import(args) -> int:
         model.train()
         bs = args.batch_size
         for epoch in range(args.epochs):
-            losses = [float(model(x[i:i + bs], y[i:i + bs])[1].to_numpy())
+            losses = [model(x[i:i + bs], y[i:i + bs])[1].to_numpy().item()
                       for i in range(0, len(x) - bs + 1, bs)]
             print(f"epoch {epoch}: mean loss {np.mean(losses):.4f}")
         if args.output:

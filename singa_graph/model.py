@@ -373,7 +373,8 @@ class Model(Layer):
             dist.communicator.barrier("checkpoint save")
 
     def load_states(self, fpath: str) -> dict:
-        """Restore a checkpoint written by :meth:`save_states`; returns its aux states.
+        """Restore a checkpoint written by :meth:`save_states`; returns its aux states (as
+        Tensors, as SINGA).
 
         The whole file is checked first: parameter, buffer and optimizer-state names, shapes
         and dtypes, the optimizer type and its hyperparameters. Any difference raises

@@ -49,19 +49,27 @@ def take_graph_updates() -> tuple[list[Tensor], list["Optimizer"]]:
 
 # ---------------------------------------------------------------------------- schedules
 class DecayScheduler:
-    """A learning-rate schedule: ``sched(step) -> value``."""
+    """A learning-rate schedule: ``sched(step) -> value``. As in SINGA, a Tensor step (the
+    optimizer's ``step_counter``) gives a (1,) float32 Tensor; a number gives a float."""
 
     def __init__(self, init_value: float):
         self.init_value = float(init_value)
 
-    def __call__(self, step: int) -> float:
+    def __call__(self, step):
+        if isinstance(step, Tensor):
+            v = self.value(int(step.data.reshape(-1)[0]))
+            return Tensor(data=np.array([v], np.float32), requires_grad=False)
+        return self.value(step)
+
+    def value(self, step: int) -> float:
+        """The value at ``step`` (subclasses define it)."""
         raise NotImplementedError
 
 
 class Constant(DecayScheduler):
     """The same value at every step."""
 
-    def __call__(self, step):
+    def value(self, step):
         return self.init_value
 
 
@@ -72,7 +80,7 @@ class ExponentialDecay(DecayScheduler):
         super().__init__(init_value)
         self.decay_steps, self.decay_rate, self.staircase = decay_steps, decay_rate, staircase
 
-    def __call__(self, step):
+    def value(self, step):
         e = step / self.decay_steps
         return self.init_value * self.decay_rate ** (math.floor(e) if self.staircase else e)
 
@@ -84,7 +92,7 @@ class StepDecay(DecayScheduler):
         super().__init__(init_value)
         self.step_size, self.gamma = step_size, gamma
 
-    def __call__(self, step):
+    def value(self, step):
         return self.init_value * self.gamma ** (step // self.step_size)
 
 
@@ -111,7 +119,9 @@ class Optimizer:
     _slots: int = 1  # state tensors per parameter, shaped like it
 
     def __init__(self, lr=0.1, **hyper):
-        self.step_counter = 0
+        # SINGA keeps the step count in a (1,) float32 Tensor; it is updated in place
+        self.step_counter = Tensor(data=np.zeros(1, np.float32), requires_grad=False,
+                                   name="opt.step_counter")
         self._tensors: dict[str, Tensor] = {}
         self._state: dict[int, list[Tensor]] = {}
         self._names: dict[int, str] = {}
@@ -126,7 +136,7 @@ class Optimizer:
             raise ValueError("this SGD was built without momentum buffers (momentum=0); "
                              "create it with a non-zero momentum to change momentum later")
         if k in ("lr",) + self._hyper:
-            value = v(self.step_counter) if isinstance(v, DecayScheduler) else v
+            value = v.value(self._step_count()) if isinstance(v, DecayScheduler) else v
             check_hyper(type(self).__name__, self._bounds, k, value)
             if k == "lr":
                 object.__setattr__(self, "_lr_sched",
@@ -148,15 +158,19 @@ class Optimizer:
         return t.data
 
     @property
-    def lr_value(self) -> float:
-        return self.lr
+    def lr_value(self) -> Tensor:
+        """The current learning rate as a (1,) Tensor sharing the value the kernels read."""
+        return Tensor(data=self._scalar("lr").reshape(1), requires_grad=False)
+
+    def _step_count(self) -> int:
+        return int(self.__dict__["step_counter"].data[0])
 
     def step(self) -> None:
         """Advance the step counter and the learning-rate schedule (SINGA's ``opt.step``)."""
-        self.step_counter += 1
+        self.step_counter.data += 1
         sched = self.__dict__.get("_lr_sched")
         if sched is not None:
-            self._scalar("lr")[()] = float(sched(self.step_counter))
+            self._scalar("lr")[()] = float(sched.value(self._step_count()))
 
     # state ------------------------------------------------------------------------------
     def _param_state(self, p: Tensor, n: int) -> list[Tensor]:
@@ -182,7 +196,14 @@ class Optimizer:
             record_graph_update(tok, self)
         return tok
 
-    apply = update
+    def apply(self, *args) -> Tensor:
+        """SINGA's ``apply(param_name, param_value, param_grad)`` (``apply(param, grad)``
+        also works): one update of the parameter with its gradient, as :meth:`update`."""
+        if len(args) == 3:
+            args = args[1:]
+        if len(args) != 2:
+            raise TypeError("apply takes (param_name, param, grad) or (param, grad)")
+        return self.update(*args)
 
     def backward_and_update(self, loss: Tensor) -> None:
         """Backpropagate ``loss`` and update every parameter as soon as its gradient is final
@@ -227,8 +248,13 @@ class Optimizer:
 
     def hyper_states(self) -> dict[str, np.ndarray]:
         out = {k: t.data for k, t in self._tensors.items()}
-        out["step_counter"] = np.asarray(self.step_counter)
+        out["step_counter"] = np.asarray(self._step_count())
         return out
+
+    def set_states(self, states: dict) -> None:
+        """Restore what :meth:`get_states` returned (SINGA's name)."""
+        self.load_states({k: v for k, v in states.items() if not k.startswith("hyper/")},
+                         {k[6:]: v for k, v in states.items() if k.startswith("hyper/")})
 
     def load_states(self, states: dict, hyper: dict | None = None) -> None:
         """Restore state saved by :meth:`state_tensors`/:meth:`hyper_states`. State of a
@@ -241,7 +267,7 @@ class Optimizer:
                 self._pending[k] = np.array(v)
         for k, v in (hyper or {}).items():
             if k == "step_counter":
-                self.step_counter = int(v)
+                self.step_counter.data[0] = int(np.asarray(v).reshape(-1)[0])
             else:
                 self._scalar(k)[()] = v
 

@@ -2,9 +2,9 @@
 
 There is one Tensor class, :class:`singa_graph.ir.tensor.Tensor`: it holds a numpy array
 (concrete, eager) or only a shape and dtype (symbolic, graph mode). This module re-exports it
-under SINGA's names, adds the SINGA tensor methods the core class lacks (installed on the
-class when this module is imported, never replacing a core method), and provides SINGA's
-module-level functions::
+under SINGA's names (its SINGA methods are ordinary methods, from
+:class:`~singa_graph.ir.tensor_methods.SingaTensorMethods`) and provides SINGA's module-level
+functions::
 
     from singa_graph import tensor
     tx = tensor.Tensor((16, 3, 32, 32), dev)           # zero-filled, float32
@@ -26,7 +26,6 @@ import numpy as np
 from . import ops as _ops
 from .errors import ShapeError
 from .ir import dtypes as _dtypes
-from .ir.op import is_building
 from .ir.tensor import Parameter, Placeholder, PlaceHolder, Tensor  # noqa: F401
 from .runtime.device import get_default_device
 
@@ -42,158 +41,16 @@ __all__ = ["Tensor", "Placeholder", "PlaceHolder", "Parameter", "float16", "floa
            "sum", "average", "abs", "exp", "log", "sqrt", "square", "sign", "tanh", "sigmoid",
            "relu", "softmax", "pow", "add", "sub", "eltwise_mult", "div", "mult", "axpy",
            "concatenate", "lt", "le", "gt", "ge", "product", "sizeof", "copy_data_to_from",
-           "copy_from_numpy"]
+           "copy_from_numpy", "from_raw_tensor", "from_raw_tensors", "ceil", "eq", "repeat",
+           "tensordot", "einsum", "add_column", "add_row", "sum_columns", "sum_rows", "contiguous"]
 
 
 # ---------------------------------------------------------------------- helpers
-class _SizeInt(int):
-    """An int that can also be called: ``t.size`` and SINGA's ``t.size()`` both work."""
-
-    def __call__(self):
-        return int(self)
-
-
-def _arr(x):
-    return x.data if isinstance(x, Tensor) else x
-
-
 def _need(t, what):
     if not isinstance(t, Tensor):
         raise TypeError(f"{what}: expected a Tensor, got {type(t).__name__}")
     if t.data is None:
         raise ValueError(f"{what}: tensor {t.name!r} is symbolic and holds no data")
-
-
-def _wrap(arr, like: Tensor | None = None) -> Tensor:
-    """A new concrete tensor (no gradient) holding ``arr``."""
-    dev = like.device if like is not None else None
-    return Tensor(data=np.ascontiguousarray(arr), device=dev, requires_grad=False)
-
-
-def _eager(t) -> bool:
-    return isinstance(t, Tensor) and t.data is not None and not is_building()
-
-
-# ---------------------------------------------------------------------- methods
-def _copy_from(self, t, offset=0):
-    """Copy the values of a Tensor or numpy array into this tensor (same size)."""
-    if isinstance(t, Tensor):
-        _need(t, "copy_from")
-        t = t.data
-    elif not isinstance(t, np.ndarray):
-        raise ValueError("copy_from: t should be a Tensor or a numpy array")
-    self.copy_from_numpy(t, offset)
-
-
-def _l1(self):
-    """Mean absolute value (SINGA's ``l1``: the L1 norm divided by the size)."""
-    _need(self, "l1")
-    return float(np.abs(self.data).sum() / max(self.size, 1))
-
-
-def _l2(self):
-    """Root of the mean of squares (SINGA's ``l2``: the L2 norm divided by sqrt(size))."""
-    _need(self, "l2")
-    return float(np.sqrt(np.square(self.data, dtype=np.float64).sum()) / np.sqrt(max(self.size, 1)))
-
-
-def _to_type(self, dtype):
-    """Change the element type in place (SINGA's ``to_type``); returns self."""
-    dt = _dtypes.as_dtype(dtype)
-    if self.data is not None:
-        self.data = self.data.astype(dt)
-    self.dtype = dt
-    return self
-
-
-def _reset_like(self, t):
-    """Take the shape, dtype and device of ``t`` (data becomes zeros)."""
-    self.shape, self.dtype, self.device = tuple(t.shape), t.dtype, t.device
-    self.data = np.zeros(self.shape, self.dtype)
-
-
-def _copy(self):
-    """A new Tensor sharing this tensor's data (SINGA's shallow ``copy``)."""
-    _need(self, "copy")
-    t = Tensor((0,), self.device, self.dtype, requires_grad=self.requires_grad)
-    t.shape, t.data = self.shape, self.data
-    return t
-
-
-def _repeat(self, repeats, axis=None):
-    """``numpy.repeat`` of the data (no gradient)."""
-    _need(self, "repeat")
-    return _wrap(np.repeat(self.data, repeats, axis), self)
-
-
-def _getitem(self, keys):
-    """Indexing/slicing of the data (no gradient; concrete tensors only)."""
-    _need(self, "__getitem__")
-    return _wrap(np.array(self.data[keys]), self)
-
-
-def _array(self, dtype=None, copy=None):
-    """numpy conversion (``np.asarray(t)``) of a concrete tensor."""
-    _need(self, "__array__")
-    a = self.data if dtype is None else self.data.astype(dtype, copy=False)
-    return a.copy() if copy else a
-
-
-def _inplace(opname, ufunc):
-    def method(self, x):
-        if _eager(self) and (not isinstance(x, Tensor) or x.data is not None):
-            ufunc(self.data, _arr(x), out=self.data, casting="unsafe")
-            return self
-        return getattr(_ops, opname)(self, x)  # symbolic: an out-of-place graph op
-
-    method.__name__ = f"__i{opname}__"
-    method.__doc__ = (f"In place ``{opname}`` on the data when the tensor is concrete (as "
-                      "SINGA: not recorded for autograd); a graph op otherwise.")
-    return method
-
-
-def _compare(ufunc, name):
-    def method(self, other):
-        _need(self, name)
-        return _wrap(ufunc(self.data, _arr(other)).astype(self.dtype), self)
-
-    method.__name__ = name
-    method.__doc__ = f"Elementwise ``{name}`` as a float tensor of 0/1 (no gradient)."
-    return method
-
-
-def _floordiv(self, other):
-    _need(self, "__floordiv__")
-    return _wrap(np.floor(self.data / _arr(other)).astype(self.dtype), self)
-
-
-_METHODS = {
-    "copy_from": _copy_from, "l1": _l1, "l2": _l2, "to_type": _to_type,
-    "reset_like": _reset_like, "copy": _copy, "deepcopy": lambda self: self.clone(),
-    "repeat": _repeat, "__getitem__": _getitem, "__array__": _array, "__floordiv__": _floordiv,
-    "is_empty": lambda self: self.size == 0, "is_transpose": lambda self: False,
-    "contiguous": lambda self: self, "memsize": lambda self: self.nbytes,
-    "__iadd__": _inplace("add", np.add), "__isub__": _inplace("sub", np.subtract),
-    "__imul__": _inplace("mul", np.multiply), "__itruediv__": _inplace("div", np.divide),
-    "__lt__": _compare(np.less, "__lt__"), "__le__": _compare(np.less_equal, "__le__"),
-    "__gt__": _compare(np.greater, "__gt__"), "__ge__": _compare(np.greater_equal, "__ge__"),
-}
-
-
-def _install():
-    for name, fn in _METHODS.items():
-        if name not in vars(Tensor):
-            setattr(Tensor, name, fn)
-    # SINGA calls t.size() and t.ndim(); the core has int properties. Return callable ints.
-    for name, fn in (("size", lambda self: _SizeInt(np.prod(self.shape, dtype=np.int64))),
-                     ("ndim", lambda self: _SizeInt(len(self.shape)))):
-        prop = vars(Tensor).get(name)
-        if isinstance(prop, property) and not getattr(prop.fget, "_singa_callable", False):
-            fn._singa_callable = True
-            setattr(Tensor, name, property(fn, doc=prop.__doc__))
-
-
-_install()
 
 
 # ---------------------------------------------------------------------- creation
@@ -208,6 +65,22 @@ def from_numpy(np_array, dev=None) -> Tensor:
     elif a.dtype.kind in "iu" or a.dtype == np.bool_:
         a = a.astype(np.int32)
     return Tensor(data=a, device=dev)
+
+
+def from_raw_tensor(t) -> Tensor:
+    """A Tensor holding ``t``'s data (no creator): SINGA wraps a raw CTensor this way, e.g.
+    the gradients that ``y.creator.backward(dy)`` returns. Accepts Tensors and arrays."""
+    if isinstance(t, Tensor):
+        _need(t, "from_raw_tensor")
+        out = Tensor(data=t.data, device=t.device, requires_grad=False)
+        out.data = t.data  # share, as SINGA shares the CTensor
+        return out
+    return Tensor(data=np.asarray(t), requires_grad=False)
+
+
+def from_raw_tensors(tt) -> list:
+    """:func:`from_raw_tensor` of each element."""
+    return [from_raw_tensor(t) for t in tt]
 
 
 def to_numpy(t: Tensor) -> np.ndarray:
@@ -300,7 +173,10 @@ def sum(t, axis=None, out=None):
 
 
 def average(t, axis=None):
-    """Mean over ``axis`` (all elements when None)."""
+    """Mean over ``axis``; over all elements (``axis`` None) of a concrete tensor it is a
+    Python float, as SINGA."""
+    if axis is None and t.data is not None:
+        return float(np.mean(t.data, dtype=np.float64))
     return _ops.mean(t, axis)
 
 
@@ -366,6 +242,78 @@ def axpy(alpha, x, y):
     _need(y, "axpy")
     y.data += np.asarray(alpha * x.data, dtype=y.dtype)
     return y
+
+
+ceil = _ops.ceil
+
+
+def contiguous(t):
+    """``t`` itself: tensors here are always contiguous."""
+    return t
+
+
+def eq(t, x):
+    """Elementwise ``t == x`` as 0/1 in ``t``'s dtype (``x`` a Tensor or a number)."""
+    return t._eq(x)
+
+
+def repeat(t, repeats, axis=None):
+    """``numpy.repeat`` of the data (flattened when ``axis`` is None); no gradient."""
+    return t.repeat(repeats, axis)
+
+
+def tensordot(A, B, axes=2):
+    """``numpy.tensordot`` built from Transpose, Reshape and MatMul (so it has a gradient
+    and works in graph mode). ``axes``: an int (last of A with first of B) or two lists."""
+    if isinstance(axes, (int, np.integer)):
+        axes_a, axes_b = list(range(A.ndim - axes, A.ndim)), list(range(axes))
+    else:
+        axes_a, axes_b = ([a] if np.isscalar(a) else list(a) for a in axes)
+    axes_a = [a % A.ndim for a in axes_a]
+    axes_b = [b % B.ndim for b in axes_b]
+    if [A.shape[a] for a in axes_a] != [B.shape[b] for b in axes_b]:
+        raise ShapeError(f"tensordot: axes {axes_a} of {A.shape} and {axes_b} of {B.shape} "
+                         "differ in size")
+    free_a = [a for a in range(A.ndim) if a not in axes_a]
+    free_b = [b for b in range(B.ndim) if b not in axes_b]
+    k = product(A.shape[a] for a in axes_a)
+    a2 = _ops.reshape(_ops.transpose(A, free_a + axes_a), (-1, k))
+    b2 = _ops.reshape(_ops.transpose(B, axes_b + free_b), (k, -1))
+    out = [A.shape[a] for a in free_a] + [B.shape[b] for b in free_b]
+    return _ops.reshape(_ops.matmul(a2, b2), out)
+
+
+def einsum(ops, *args):
+    """``numpy.einsum`` on the data of concrete tensors (SINGA's two-operand einsum); no
+    gradient."""
+    for t in args:
+        _need(t, "einsum")
+    return Tensor(data=np.einsum(ops, *(t.data for t in args)), device=args[0].device,
+                  requires_grad=False)
+
+
+def add_column(alpha, v, beta, M):
+    """``M = alpha * v + beta * M`` for each column of the 2-d ``M`` (in place); returns M."""
+    _need(M, "add_column")
+    M.data[...] = alpha * np.asarray(v.data).reshape(-1, 1) + beta * M.data
+    return M
+
+
+def add_row(alpha, v, beta, M):
+    """``M = alpha * v + beta * M`` for each row of the 2-d ``M`` (in place); returns M."""
+    _need(M, "add_row")
+    M.data[...] = alpha * np.asarray(v.data).reshape(1, -1) + beta * M.data
+    return M
+
+
+def sum_columns(M):
+    """The sum of the columns of a 2-d tensor, shape (rows, 1)."""
+    return _ops.sum(M, 1, True)
+
+
+def sum_rows(M):
+    """The sum of the rows of a 2-d tensor, shape (1, columns)."""
+    return _ops.sum(M, 0, True)
 
 
 def lt(t, x):

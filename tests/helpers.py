@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from singa_graph.ir import no_grad
-from singa_graph.ir.tensor import Parameter, Tensor
+from singa_graph.ir.tensor import Parameter, Placeholder, Tensor
 from singa_graph.passes.autodiff import backward
 
 
@@ -59,3 +59,48 @@ def check_grad(fn, *arrays, wrt=None, eps=1e-6, rtol=1e-4, atol=1e-6, seed=0, ou
         assert ana is not None, f"no gradient for argument {i}"
         np.testing.assert_allclose(ana, num, rtol=rtol, atol=atol,
                                    err_msg=f"gradient of argument {i}")
+
+
+def graph_matches_eager(fn, *arrays, grad=True):
+    """Run ``fn`` as a compiled, poisoned plan (forward and, with ``grad``, the gradients of
+    ``sum(fn(*xs) * w)`` w.r.t. every floating argument) and compare with eager mode, bit for
+    bit (both run the same kernels)."""
+    from singa_graph.ir import Graph, building
+    from singa_graph.ops import sum as _sum
+    from singa_graph.passes import compile
+    from singa_graph.passes.autodiff import autodiff
+
+    arrays = [np.asarray(a) for a in arrays]
+    wrt = [i for i, a in enumerate(arrays) if a.dtype.kind == "f"] if grad else []
+    ref = eager(fn, *arrays)
+    ref = ref[0] if isinstance(ref, tuple) else ref
+    w = Tensor(data=np.random.default_rng(1).standard_normal(ref.shape).astype(ref.dtype),
+               requires_grad=False)
+
+    def run(make):
+        ts = [make(i, a) for i, a in enumerate(arrays)]
+        y = fn(*ts)
+        return ts, (y[0] if isinstance(y, tuple) else y)
+
+    params = {}
+    with building():
+        phs, y = run(lambda i, a: params.setdefault(i, Parameter(data=a.copy())) if i in wrt
+                     else Placeholder(a.shape, a.dtype))
+        g = Graph([y])
+        grads = autodiff(g, _sum(y * w)) if wrt else {}
+        # two parameters may share one gradient tensor (x + y): fetch each distinct one once
+        distinct = list({id(grads[params[i]]): grads[params[i]] for i in wrt}.values())
+        g.add_outputs(*distinct)
+    feeds = {t: a for i, (t, a) in enumerate(zip(phs, arrays)) if i not in wrt}
+    got = compile(g, poison=True).run(feeds)
+    got = got if isinstance(got, (list, tuple)) else [got]
+    if wrt:
+        pos = {id(t): 1 + k for k, t in enumerate(distinct)}
+        got = [got[0]] + [got[pos[id(grads[params[i]])]] for i in wrt]
+    np.testing.assert_array_equal(got[0], ref)
+    if wrt:
+        ts, ye = run(lambda i, a: Parameter(data=a.copy()) if i in wrt
+                     else Tensor(data=a, requires_grad=False))
+        eg = {id(p): gr.data for p, gr in backward(_sum(ye * w))}
+        for k, i in enumerate(wrt):
+            np.testing.assert_array_equal(got[1 + k], eg[id(ts[i])])

@@ -54,7 +54,7 @@ def _train(model_fn, x, y, steps, lr):
     for _ in range(steps):
         loss = model_fn(x, y)
         sgd(loss)
-        losses.append(float(loss.data))
+        losses.append(loss.data.item())
     return losses
 
 

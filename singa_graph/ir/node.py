@@ -55,6 +55,43 @@ class Node:
     def type(self) -> str:
         return self.op.type
 
+    def backward(self, *dys):
+        """SINGA's ``Operator.backward``: the gradients of this op's inputs given those of
+        its outputs, computed now through the op's own gradient rule (eager tensors only).
+
+        Each ``dy`` may be a Tensor, an array or a number (broadcast to the output's shape;
+        ``backward()`` of a scalar loss uses 1.0, as SINGA). Returns one Tensor, or a tuple
+        with one entry per input (None for inputs without a gradient, such as labels).
+        """
+        import numpy as np
+
+        from ..errors import GraphError
+        from .op import no_grad
+        from .tensor import Tensor
+
+        if any(t.data is None for t in (*self.inputs, *self.outputs)):
+            raise GraphError(f"{self.name}.backward() needs concrete (eager) tensors; in graph "
+                             "mode use passes.autodiff")
+        if not dys:
+            dys = (1.0,)
+        if len(dys) != len(self.outputs):
+            raise GraphError(f"{self.name}.backward() got {len(dys)} gradients for "
+                             f"{len(self.outputs)} outputs")
+
+        def as_grad(d, y):
+            if d is None or isinstance(d, Tensor):
+                return d
+            arr = np.broadcast_to(np.asarray(d, y.dtype), y.shape)
+            return Tensor(data=arr, device=y.device, requires_grad=False)
+
+        needs = [x.dtype.kind == "f" for x in self.inputs]
+        with no_grad():
+            dxs = list(self.op.gradient(self.inputs, self.outputs,
+                                        [as_grad(d, y) for d, y in zip(dys, self.outputs)],
+                                        needs))
+        dxs = [dx if need else None for dx, need in zip(dxs, needs)]
+        return dxs[0] if len(dxs) == 1 else tuple(dxs)
+
     def __repr__(self):
         ins = ", ".join(t.name for t in self.inputs)
         outs = ", ".join(t.name for t in self.outputs)

@@ -174,6 +174,8 @@ def _constant(value, inputs) -> Tensor:
     arr = np.asarray(value)
     if like is not None and arr.dtype.kind in "biuf" and like.dtype.kind == "f":
         arr = arr.astype(like.dtype)
+    elif like is not None and arr.dtype.kind in "biu" and like.dtype.kind in "iu":
+        arr = arr.astype(like.dtype)  # int32 tensor + 1 stays int32
     elif arr.dtype == np.float64 and like is None:
         arr = arr.astype(np.float32)
     return Tensor(data=arr, device=like.device if like is not None else None,

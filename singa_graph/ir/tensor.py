@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..runtime.device import Device, get_default_device
 from . import dtypes
+from .tensor_methods import CallableInt, SingaTensorMethods
 
 _names = itertools.count()
 
@@ -38,7 +39,7 @@ def _as_shape(shape) -> tuple:
     return shape
 
 
-class Tensor:
+class Tensor(SingaTensorMethods):
     """An n-dimensional array that ops consume and produce (SINGA's ``tensor.Tensor``).
 
     Args:
@@ -53,8 +54,6 @@ class Tensor:
         creator: the :class:`Node` that produced it, None for leaves.
         name: a readable name; one is generated when None.
     """
-
-    __array_priority__ = 1000  # make ``ndarray + Tensor`` call Tensor.__radd__
 
     def __init__(self, shape=(), device: Device | None = None, dtype=dtypes.float32, data=None,
                  requires_grad: bool = True, stores_grad: bool = False, creator=None,
@@ -101,11 +100,13 @@ class Tensor:
 
     @property
     def ndim(self) -> int:
-        return len(self.shape)
+        """Number of dimensions (SINGA's ``t.ndim()`` call works too)."""
+        return CallableInt(len(self.shape))
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        """Number of elements (SINGA's ``t.size()`` call works too)."""
+        return CallableInt(np.prod(self.shape, dtype=np.int64))
 
     @property
     def nbytes(self) -> int:
@@ -195,75 +196,6 @@ class Tensor:
 
     def to_host(self) -> "Tensor":
         return self
-
-    # ------------------------------------------------------------------ operators
-    def __add__(self, o):
-        from ..ops import add
-        return add(self, o)
-
-    def __radd__(self, o):
-        from ..ops import add
-        return add(o, self)
-
-    def __sub__(self, o):
-        from ..ops import sub
-        return sub(self, o)
-
-    def __rsub__(self, o):
-        from ..ops import sub
-        return sub(o, self)
-
-    def __mul__(self, o):
-        from ..ops import mul
-        return mul(self, o)
-
-    def __rmul__(self, o):
-        from ..ops import mul
-        return mul(o, self)
-
-    def __truediv__(self, o):
-        from ..ops import div
-        return div(self, o)
-
-    def __rtruediv__(self, o):
-        from ..ops import div
-        return div(o, self)
-
-    def __matmul__(self, o):
-        from ..ops import matmul
-        return matmul(self, o)
-
-    def __neg__(self):
-        from ..ops import neg
-        return neg(self)
-
-    def __pow__(self, o):
-        from ..ops import pow
-        return pow(self, o)
-
-    def reshape(self, *shape):
-        from ..ops import reshape
-        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
-            shape = shape[0]
-        return reshape(self, shape)
-
-    def transpose(self, *axes):
-        from ..ops import transpose
-        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
-            axes = axes[0]
-        return transpose(self, axes or None)
-
-    @property
-    def T(self):
-        return self.transpose()
-
-    def sum(self, axis=None, keepdims=False):
-        from ..ops import sum as _sum
-        return _sum(self, axis, keepdims)
-
-    def mean(self, axis=None, keepdims=False):
-        from ..ops import mean
-        return mean(self, axis, keepdims)
 
 
 class Placeholder(Tensor):

@@ -5,10 +5,16 @@ from .conv import *  # noqa: F401,F403
 from .dist import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
+from .indexing import *  # noqa: F401,F403
+from .layout import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
+from .logic import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
+from .math import *  # noqa: F401,F403
+from .nonlinear import *  # noqa: F401,F403
 from .norm import *  # noqa: F401,F403
 from .pool import *  # noqa: F401,F403
+from .recurrent import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .update import *  # noqa: F401,F403

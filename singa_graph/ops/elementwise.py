@@ -109,10 +109,13 @@ class Abs(_Unary):
 
 
 class Sign(_Unary):
-    differentiable = False
+    """-1, 0 or 1; its gradient is zero (SINGA passes back zeros)."""
 
     def infer(self, x):
         return [TensorSpec(x.shape, x.dtype)]
+
+    def gradient(self, inputs, outputs, dys, needs):
+        return [mul(dys[0], 0.0)]
 
 
 class SumTo(Operation):

@@ -1,4 +1,4 @@
-"""Losses with SINGA's formulas (each a scalar, shape ``()``), and ArgMax for accuracy.
+"""Losses with SINGA's formulas (each of shape ``(1,)``, as SINGA's SumAll), and ArgMax.
 
 ``N`` below is always the size of the first (batch) dimension, as in SINGA; every gradient
 is one fused ``*Grad`` op scaled by the incoming scalar gradient ``dy``.
@@ -45,7 +45,7 @@ class SoftmaxCrossEntropy(Operation):
         elif t.shape != x.shape[:1]:
             raise ShapeError(f"logits {x.shape} need labels of shape ({x.shape[0]},), "
                              f"got labels {t.shape}")
-        return [TensorSpec((), x.dtype)]
+        return [TensorSpec((1,), x.dtype)]
 
     def index_inputs(self, inputs):
         return _label_input(inputs)
@@ -79,17 +79,15 @@ def _label_input(inputs) -> dict[int, int]:
 
 
 class MeanSquareError(Operation):
-    """SINGA's ``MeanSquareError``: ``sum((x - t)^2) / (2 N)``, N = ``x.shape[0]``.
-
-    (Not the mean over all elements: SINGA halves the squared error and divides by the
-    batch size only.) ``x`` and ``t`` must have the same shape and dtype.
+    """SINGA's ``MeanSquareError`` (SINGA >= 3.1): the mean over all elements,
+    ``sum((x - t)^2) / x.size``. ``x`` and ``t`` must have the same shape and dtype.
     """
 
     def infer(self, x, t):
         need_float(x)
         if x.shape != t.shape:
             raise ShapeError(f"prediction {x.shape} and target {t.shape} differ in shape")
-        return [TensorSpec((), same_dtype(x, t))]
+        return [TensorSpec((1,), same_dtype(x, t))]
 
     def gradient(self, inputs, outputs, dys, needs):
         from .elementwise import neg
@@ -99,7 +97,7 @@ class MeanSquareError(Operation):
 
 
 class MeanSquareErrorGrad(Operation):
-    """``(x - t) * dy / N``."""
+    """``2 (x - t) * dy / x.size``."""
 
     def infer(self, x, t, dy):
         return [TensorSpec(x.shape, x.dtype)]
@@ -114,7 +112,7 @@ class CrossEntropy(Operation):
         need_float(y)
         if y.shape != t.shape:
             raise ShapeError(f"probabilities {y.shape} and targets {t.shape} differ in shape")
-        return [TensorSpec((), same_dtype(y, t))]
+        return [TensorSpec((1,), same_dtype(y, t))]
 
     def gradient(self, inputs, outputs, dys, needs):
         from .elementwise import log
@@ -160,7 +158,7 @@ def softmax_cross_entropy(x, t):
 
 
 def mse_loss(x, t):
-    """SINGA's ``mse_loss``: ``sum((x - t)^2) / (2 * x.shape[0])``."""
+    """SINGA's ``mse_loss`` (SINGA >= 3.1): the mean of ``(x - t)^2`` over all elements."""
     return MeanSquareError()(x, t)
 
 

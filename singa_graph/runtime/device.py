@@ -10,6 +10,7 @@ import threading
 import numpy as np
 
 from ..errors import DeviceError
+from ..ir.tensor_methods import CallableInt
 
 
 class Device:
@@ -18,7 +19,9 @@ class Device:
     kind = "abstract"
 
     def __init__(self, id: int = 0):
-        self.id = id
+        self.id = CallableInt(id)  # an int attribute that SINGA code may call: dev.id()
+        self.graph_enabled_ = True
+        self.verbosity = 0
 
     def __repr__(self):
         return f"{type(self).__name__}(id={self.id})"
@@ -29,7 +32,34 @@ class Device:
     def __hash__(self):
         return hash((self.kind, self.id))
 
-    # SINGA names
+    # SINGA names. SINGA's device buffers ops into one graph per device; here each Model
+    # compiles its own plans (Model.compile / Model.graph choose graph or eager mode), so the
+    # device-level graph calls only record the choice or are no-ops.
+    def EnableGraph(self, enable: bool = True):
+        """Record SINGA's graph switch; the mode in force is each Model's (``graph()``)."""
+        self.graph_enabled_ = bool(enable)
+
+    def graph_enabled(self) -> bool:
+        return self.graph_enabled_
+
+    def ResetGraph(self):
+        """No-op: plans belong to models and are rebuilt by ``Model.compile``."""
+
+    def RunGraph(self, serial: bool = False):
+        """No-op: a compiled plan runs when the model is called."""
+
+    def Sync(self):
+        """No-op: kernels have finished when a step returns."""
+
+    def SetVerbosity(self, verbosity: int):
+        """Record the verbosity of :meth:`PrintTimeProfiling`."""
+        self.verbosity = int(verbosity)
+
+    def PrintTimeProfiling(self):
+        """Per-op time profiles come from ``Model.profile(x, y)`` (or ``plan.profile``),
+        which times each step of a plan; this prints where to find them."""
+        print("time profiling: call model.profile(x, y) for per-op times of the compiled plan")
+
     def SetRandSeed(self, seed: int):
         """SINGA-compatible: seeds the generator used by initialisers on this device."""
         from .. import random as _random

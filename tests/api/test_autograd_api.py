@@ -33,7 +33,7 @@ def test_int32_one_hot_targets_match_float_ones():
         x = Tensor(data=logits.copy(), requires_grad=True, stores_grad=True)
         loss = autograd.softmax_cross_entropy(x, Tensor(data=t, requires_grad=False))
         (g,) = [g.data for _, g in autograd.backward(loss)]
-        res.append((float(loss.data), g))
+        res.append((loss.data.item(), g))
     assert res[0][0] == pytest.approx(res[1][0], rel=1e-6)
     np.testing.assert_allclose(res[0][1], res[1][1], rtol=1e-6)
 
@@ -53,7 +53,7 @@ def test_eager_mlp_training_on_digits_with_layers():
             loss = autograd.softmax_cross_entropy(y, tensor.from_numpy(yb))
             for p, g in autograd.backward(loss):
                 p.data -= 0.1 * g.data
-            tot.append(float(loss.data))
+            tot.append(loss.data.item())
         epoch_loss.append(np.mean(tot))
     assert epoch_loss[-1] < 0.5 * epoch_loss[0]
 
@@ -69,8 +69,8 @@ def test_backward_is_layerwise_and_gradients_match_numpy():
                                                  tensor.from_numpy(np.zeros((4, 2), np.float32))))
     h = np.maximum(x @ l1.W.data + l1.b.data, 0)
     o = h @ l2.W.data + l2.b.data
-    # SINGA's mse_loss: sum((x - t)^2) / (2 N)  ->  d/do = (o - t) / N
-    do = o / 4
+    # SINGA's mse_loss (>= 3.1): mean((x - t)^2)  ->  d/do = 2 (o - t) / size
+    do = 2 * o / o.size
     np.testing.assert_allclose(grads[l2.W].data, h.T @ do, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(grads[l2.b].data, do.sum(0), rtol=1e-4, atol=1e-6)
 

@@ -60,7 +60,7 @@ def _losses(make, x, y, graph, steps=20, bs=16):
     for i in range(steps):
         s = (i * bs) % (len(x) - bs + 1)
         _, loss = m(x[s:s + bs], y[s:s + bs])
-        out.append(float(loss.data))
+        out.append(loss.data.item())
     return out
 
 

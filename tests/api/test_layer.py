@@ -260,7 +260,7 @@ def test_parameter_free_layers():
                                rtol=1e-6)
     t = tensor.from_numpy(np.array([1], np.int32))
     ref = np.log(np.exp([-1, 2]).sum()) - 2
-    assert float(layer.SoftMaxCrossEntropy()(a, t).data) == pytest.approx(ref, rel=1e-5)
+    assert layer.SoftMaxCrossEntropy()(a, t).data.item() == pytest.approx(ref, rel=1e-5)
     assert layer.Flatten()(Placeholder((2, 3, 4))).shape == (2, 12)
 
 

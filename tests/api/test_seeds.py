@@ -101,10 +101,10 @@ def test_seed002_operation_only_mlp():
     from singa_graph.tensor import Tensor
     x0 = autograd.add_bias(autograd.matmul(autograd.relu(autograd.add_bias(
         autograd.matmul(Tensor(data=ns["data"]), ns["w0"]), ns["b0"])), ns["w1"]), ns["b1"])
-    loss0 = float(autograd.softmax_cross_entropy(x0, Tensor(data=ns["label"])).data)
+    loss0 = autograd.softmax_cross_entropy(x0, Tensor(data=ns["label"])).data.item()
 
     run(S002_MLP_TRAIN, ns=ns)
-    loss = float(ns["loss"].data)
+    loss = ns["loss"].data.item()
     assert np.isfinite(loss) and loss < loss0, (loss0, loss)
     for p0, k in zip(params0, ("w0", "b0", "w1", "b1")):
         assert ns[k].shape == p0.shape and not np.array_equal(ns[k].data, p0)
@@ -179,7 +179,7 @@ y_train = np.eye(10, dtype=np.int32)[_rng.integers(0, 10, batch_number * batch_s
 def test_seed002_layer_cnn():
     ns = run(FILL_CNN, S002_CNN_LAYERS, S002_CNN_FORWARD)
     run(S002_CNN_TRAIN, ns=ns)
-    assert np.isfinite(float(ns["loss"].data))
+    assert np.isfinite(ns["loss"].data.item())
     assert ns["y"].shape == (4, 10)
     assert ns["conv1"].W.shape == (32, 1, 3, 3)
     assert ns["linear"].W.shape == (32 * 28 * 28, 10)
@@ -286,7 +286,7 @@ def test_seed002_model_api_mlp(tmp_path, monkeypatch):
     ns = run(FILL_MODEL_IMPORTS, S002_MODEL_CLASS, FILL_MODEL_DATA)
     run(S002_MODEL_TRAIN.replace(*ELIDED_BATCH), ns=ns)
     m = ns["model"]
-    assert np.isfinite(float(ns["loss"].data)) and ns["out"].shape == (8, 10)
+    assert np.isfinite(ns["loss"].data.item()) and ns["out"].shape == (8, 10)
     plan = m.last_plan
     assert plan is not None and len(m.plans) == 1, "graph mode: one compiled plan"
     assert m.schedule == "memory"  # sequential=False
@@ -538,7 +538,7 @@ def test_seed003_xception_eager_training_step(xception_ns):
     elapsed = time.perf_counter() - t0
     print(f"\nXception 299x299, batch 1, 1 eager SGD step: {elapsed:.1f} s")
     assert ns["x"].shape == (1, 1000)
-    assert np.isfinite(float(ns["loss"].data))
+    assert np.isfinite(ns["loss"].data.item())
     params = model.get_params()
     n = sum(int(np.prod(p.shape)) for p in params.values())
     assert 20_000_000 < n < 25_000_000, n  # Xception has ~22.9M parameters
@@ -580,7 +580,7 @@ def test_seed003_xception_graph_step_matches_eager_loss(xception_ns):
     net, tx, ty = ns["model"], ns["tx"], ns["ty"]
     autograd.training = True
     with no_grad():
-        ref = float(autograd.softmax_cross_entropy(net(tx), ty).data)
+        ref = autograd.softmax_cross_entropy(net(tx), ty).data.item()
 
     m = zoo.Classifier(net)
     m.set_optimizer(opt.SGD(lr=0.1, momentum=0.9, weight_decay=1e-5))
@@ -590,5 +590,5 @@ def test_seed003_xception_graph_step_matches_eager_loss(xception_ns):
     out, loss = m(tx, ty)
     print(f"\nXception graph-mode training step (compile + run): "
           f"{time.perf_counter() - t0:.1f} s")
-    assert abs(float(loss.data) - ref) <= 1e-4 * max(1.0, abs(ref)), (float(loss.data), ref)
+    assert abs(loss.data.item() - ref) <= 1e-4 * max(1.0, abs(ref)), (loss.data.item(), ref)
     assert not np.array_equal(net.fc.W.data, w), "the plan updated the parameters in place"

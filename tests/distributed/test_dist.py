@@ -52,7 +52,7 @@ def reference(graph: bool):
     m.set_optimizer(opt.SGD(lr=worker.LR, momentum=worker.MOMENTUM))
     x, y = worker.batches(2)
     m.compile([x[0]], is_train=True, use_graph=graph)
-    losses = [float(m(x[s], y[s])[1].data) for s in range(worker.STEPS)]
+    losses = [m(x[s], y[s])[1].data.item() for s in range(worker.STEPS)]
     return np.array(losses), {k: p.data.copy() for k, p in m.get_params().items()}
 
 

@@ -98,7 +98,7 @@ def test_one_rank_trains_exactly_like_the_wrapped_optimizer(graph):
     runs = []
     for dist in (False, True):
         m, x, y = _model(graph, dist)
-        losses = [float(m(x, y)[1].data) for _ in range(3)]
+        losses = [m(x, y)[1].data.item() for _ in range(3)]
         runs.append((losses, {k: p.data.copy() for k, p in m.get_params().items()}))
     assert runs[0][0] == runs[1][0]
     for k, v in runs[0][1].items():
@@ -111,7 +111,7 @@ def test_buckets_survive_poison_mode():
     runs = []
     for poison in (False, True):
         m, x, y = _model(True, True, poison=poison)
-        runs.append([float(m(x, y)[1].data) for _ in range(3)])
+        runs.append([m(x, y)[1].data.item() for _ in range(3)])
     assert runs[0] == runs[1] and np.isfinite(runs[1]).all()
 
 

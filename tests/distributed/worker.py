@@ -47,7 +47,7 @@ def train(model_opt, rank: int, world: int, graph: bool, seed: int):
     for s in range(STEPS):
         xs, ys = x[s, rank * B:(rank + 1) * B], y[s, rank * B:(rank + 1) * B]
         _, loss = m(xs, ys)
-        losses.append(float(loss.data))
+        losses.append(np.asarray(loss.data).item())
     starts = sum(n.type == "AllReduceStart" for n in m.last_plan.nodes) if graph else -1
     checkpoint_round_trip(m, model_opt)
     return np.array(losses), {k: p.data.copy() for k, p in m.get_params().items()}, starts

@@ -128,7 +128,7 @@ def test_sonnx_model_transfer_learning_with_last_layers(tmp_path):
     y = RNG.integers(0, 3, 4).astype(np.int32)
     m.compile([x], is_train=True)
     assert m(x, y)[0].shape == (4, 3)
-    losses = [float(m(x, y)[1].to_numpy()) for _ in range(4)]
+    losses = [m(x, y)[1].to_numpy().item() for _ in range(4)]
     assert losses[-1] < losses[0]
     assert "linear.W" in m.get_params() and len(m.get_params()) == 4
 

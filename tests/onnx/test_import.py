@@ -60,7 +60,7 @@ def test_round_trip_and_fine_tuning(name, tmp_path):
     assert set(im.get_params()) <= set(m.get_params())  # names survive the trip
     im.set_optimizer(opt.SGD(lr=0.05))
     im.train()
-    losses = [float(im(x, y)[1].to_numpy()) for _ in range(3)]
+    losses = [im(x, y)[1].to_numpy().item() for _ in range(3)]
     assert losses[-1] < losses[0]
     im.eval()
     tuned = im(x).to_numpy()

@@ -32,7 +32,7 @@ def test_sce_labels_forward(dt, ldt):
     x = (rng.standard_normal((5, 4)) * 3).astype(dt)
     t = rng.integers(0, 4, 5).astype(ldt)
     y = eager(ops.softmax_cross_entropy, x, t)
-    assert y.shape == () and y.dtype == dt
+    assert y.shape == (1,) and y.dtype == dt
     np.testing.assert_allclose(y, np_sce(x.astype(np.float64), t), **tol(dt))
 
 
@@ -99,10 +99,20 @@ def test_sce_onehot_shape_and_dtype_errors():
 @pytest.mark.parametrize("shape", [(4, 3), (5,), (2, 3, 2)])
 def test_mse_forward_is_singa_formula(dt, shape):
     x, t = rng.standard_normal(shape).astype(dt), rng.standard_normal(shape).astype(dt)
-    ref = ((x.astype(np.float64) - t) ** 2).sum() / (2 * shape[0])
+    ref = ((x.astype(np.float64) - t) ** 2).mean()  # SINGA >= 3.1
     y = eager(ops.mse_loss, x, t)
-    assert y.shape == () and y.dtype == dt
+    assert y.shape == (1,) and y.dtype == dt
     np.testing.assert_allclose(y, ref, **tol(dt))
+
+
+def test_mse_is_singa_31_mean_over_all_elements():
+    # on a non-square input SINGA 3.0's sum/(2 N) would give a different value
+    x = np.arange(6, dtype=np.float64).reshape(2, 3)
+    t = np.zeros((2, 3))
+    assert eager(ops.mse_loss, x, t).item() == pytest.approx(55.0 / 6)
+    ts = [sg.Parameter(data=x.copy()), sg.Tensor(data=t, requires_grad=False)]
+    (g,) = [g.data for _, g in backward(ops.mse_loss(*ts))]
+    np.testing.assert_allclose(g, 2 * x / 6)
 
 
 def test_mse_grad_and_shape_error():

@@ -153,4 +153,4 @@ def test_one_model_from_two_threads_gives_the_sequential_result(use_graph):
     _run_threads([work, work])
     want = {k: t.data for k, t in seq.get_states().items()}
     assert_same({k: t.data for k, t in m.get_states().items()}, want)
-    assert m.optimizer.step_counter == seq.optimizer.step_counter == 2 * steps + 1
+    assert m.optimizer._step_count() == seq.optimizer._step_count() == 2 * steps + 1

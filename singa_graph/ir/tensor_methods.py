@@ -1,0 +1,255 @@
+"""SINGA's Tensor methods, as a mixin of the IR :class:`~singa_graph.ir.tensor.Tensor`.
+
+Arithmetic operators call ops, so they work on symbolic (graph-mode) tensors too and are
+recorded for autograd. The rest follow SINGA's ``tensor.Tensor``: in-place updates and
+comparisons act on the data directly (SINGA does not record them for autograd either).
+
+SINGA conventions kept here: ``t == 3.45`` and ``t < x`` compare elementwise and give 0/1 in
+``t``'s dtype (float for float tensors; ``==`` between two Tensors is identity, see
+``__eq__``); an integer tensor combined with a Python float is
+converted to float32 first; ``t.size()`` and ``t.ndim()`` may be called.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes
+
+
+class CallableInt(int):
+    """An int that can also be called: ``t.size`` and SINGA's ``t.size()`` both work."""
+
+    def __call__(self):
+        return int(self)
+
+
+def _data(x):
+    from .tensor import Tensor
+
+    return x.data if isinstance(x, Tensor) else x
+
+
+def _promote(a, b):
+    """SINGA's promotion: an integer tensor meeting a Python float becomes float32."""
+    from ..ops import cast
+    from .tensor import Tensor
+
+    def fix(t, other):
+        if (isinstance(t, Tensor) and t.dtype.kind in "iu" and isinstance(other, float)):
+            return cast(t, dtypes.float32)
+        return t
+
+    return fix(a, b), fix(b, a)
+
+
+def _binary(opname, reflected=False):
+    def method(self, other):
+        from .. import ops
+
+        a, b = (other, self) if reflected else (self, other)
+        a, b = _promote(a, b)
+        return getattr(ops, opname)(a, b)
+
+    method.__name__ = f"__{'r' if reflected else ''}{opname}__"
+    method.__doc__ = f"``{opname}`` as a graph/eager op (broadcasting)."
+    return method
+
+
+def _inplace(opname, ufunc):
+    def method(self, x):
+        from .. import ops
+        from .op import is_building
+
+        eager = self.data is not None and not is_building()
+        if eager and getattr(x, "data", 0) is not None:
+            ufunc(self.data, _data(x), out=self.data, casting="unsafe")
+            return self
+        return getattr(ops, opname)(self, x)  # symbolic: an out-of-place graph op
+
+    method.__name__ = f"__i{opname}__"
+    method.__doc__ = (f"In place ``{opname}`` on the data when the tensor is concrete (as "
+                      "SINGA: not recorded for autograd); a graph op otherwise.")
+    return method
+
+
+def _compare(ufunc, name):
+    def method(self, other):
+        if other is None:
+            return False if name == "__eq__" else True
+        self._need_data(name)
+        return self._wrap(ufunc(self.data, _data(other)).astype(self.dtype))
+
+    method.__name__ = name
+    method.__doc__ = f"Elementwise ``{name}`` as a tensor of 0/1 in this dtype (no gradient)."
+    return method
+
+
+class SingaTensorMethods:
+    """SINGA ``tensor.Tensor`` methods; mixed into the IR Tensor."""
+
+    __array_priority__ = 1000  # make ``ndarray + Tensor`` call Tensor.__radd__
+    __hash__ = object.__hash__  # __eq__ is elementwise (SINGA); identity stays the hash
+
+    # ------------------------------------------------------------------ arithmetic (ops)
+    __add__, __radd__ = _binary("add"), _binary("add", True)
+    __sub__, __rsub__ = _binary("sub"), _binary("sub", True)
+    __mul__, __rmul__ = _binary("mul"), _binary("mul", True)
+    __truediv__, __rtruediv__ = _binary("div"), _binary("div", True)
+    __pow__ = _binary("pow")
+
+    def __matmul__(self, o):
+        from ..ops import matmul
+        return matmul(self, o)
+
+    def __neg__(self):
+        from ..ops import neg
+        return neg(self)
+
+    # ------------------------------------------------------------------ in place (data)
+    __iadd__ = _inplace("add", np.add)
+    __isub__ = _inplace("sub", np.subtract)
+    __imul__ = _inplace("mul", np.multiply)
+    __itruediv__ = _inplace("div", np.divide)
+
+    # ------------------------------------------------------------------ comparisons (data)
+    __lt__ = _compare(np.less, "__lt__")
+    __le__ = _compare(np.less_equal, "__le__")
+    __gt__ = _compare(np.greater, "__gt__")
+    __ge__ = _compare(np.greater_equal, "__ge__")
+    _eq = _compare(np.equal, "__eq__")
+    _ne = _compare(np.not_equal, "__ne__")
+
+    def __eq__(self, other):
+        """``t == 3.45`` (a number or array) compares elementwise, as SINGA; between two
+        Tensors ``==`` is identity, so tensors can be found in lists and sets (``list.index``,
+        ``in``); ``tensor.eq(a, b)`` compares two tensors elementwise."""
+        if isinstance(other, SingaTensorMethods):
+            return self is other
+        return self._eq(other)
+
+    def __ne__(self, other):
+        if isinstance(other, SingaTensorMethods):
+            return self is not other
+        return self._ne(other)
+
+    def __floordiv__(self, other):
+        self._need_data("__floordiv__")
+        return self._wrap(np.floor(self.data / _data(other)).astype(self.dtype))
+
+    # ------------------------------------------------------------------ shape (ops)
+    def reshape(self, *shape):
+        from ..ops import reshape
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = shape[0]
+        return reshape(self, shape)
+
+    def transpose(self, *axes):
+        from ..ops import transpose
+        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+            axes = axes[0]
+        return transpose(self, axes or None)
+
+    @property
+    def T(self):
+        return self.transpose()
+
+    def sum(self, axis=None, keepdims=False):
+        from ..ops import sum as _sum
+        return _sum(self, axis, keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        from ..ops import mean
+        return mean(self, axis, keepdims)
+
+    # ------------------------------------------------------------------ SINGA data methods
+    def _wrap(self, arr):
+        """A new concrete tensor (no gradient) holding ``arr``, on this tensor's device."""
+        return _new(arr, self)
+
+    def copy_from(self, t, offset=0):
+        """Copy the values of a Tensor or numpy array into this tensor (same size)."""
+        if isinstance(t, SingaTensorMethods):
+            t._need_data("copy_from")
+            t = t.data
+        elif not isinstance(t, np.ndarray):
+            raise ValueError("copy_from: t should be a Tensor or a numpy array")
+        self.copy_from_numpy(t, offset)
+
+    def l1(self):
+        """Mean absolute value (SINGA's ``l1``: the L1 norm divided by the size)."""
+        self._need_data("l1")
+        return float(np.abs(self.data).sum() / max(self.size, 1))
+
+    def l2(self):
+        """Root of the mean of squares (SINGA's ``l2``: the L2 norm over sqrt(size))."""
+        self._need_data("l2")
+        sq = np.square(self.data, dtype=np.float64).sum()
+        return float(np.sqrt(sq) / np.sqrt(max(self.size, 1)))
+
+    def to_type(self, dtype):
+        """Change the element type in place (SINGA's ``to_type``); returns self."""
+        dt = dtypes.as_dtype(dtype)
+        if self.data is not None:
+            self.data = self.data.astype(dt)
+        self.dtype = dt
+        return self
+
+    def reset_like(self, t):
+        """Take the shape, dtype and device of ``t`` (data becomes zeros)."""
+        self.shape, self.dtype, self.device = tuple(t.shape), t.dtype, t.device
+        self.data = np.zeros(self.shape, self.dtype)
+
+    def copy(self):
+        """A new Tensor sharing this tensor's data (SINGA's shallow ``copy``)."""
+        self._need_data("copy")
+        t = _new(self.data, self)
+        t.data, t.requires_grad = self.data, self.requires_grad
+        return t
+
+    def deepcopy(self):
+        return self.clone()
+
+    def repeat(self, repeats, axis=None):
+        """``numpy.repeat`` of the data (SINGA: no gradient; flattened when axis is None)."""
+        self._need_data("repeat")
+        if isinstance(repeats, (list, tuple)) and axis is None:
+            raise ValueError(f"when axis is None, repeats should be an int, got {repeats!r}")
+        return self._wrap(np.repeat(self.data, repeats, axis))
+
+    def __getitem__(self, keys):
+        """Indexing/slicing of the data (no gradient; concrete tensors only)."""
+        self._need_data("__getitem__")
+        return self._wrap(np.array(self.data[keys]))
+
+    def __array__(self, dtype=None, copy=None):
+        """numpy conversion (``np.asarray(t)``) of a concrete tensor."""
+        self._need_data("__array__")
+        a = self.data if dtype is None else self.data.astype(dtype, copy=False)
+        return a.copy() if copy else a
+
+    def __float__(self):
+        """The value of a one-element concrete tensor (``float(loss)``)."""
+        self._need_data("__float__")
+        return float(self.data.reshape(-1)[0]) if self.size == 1 else float(self.data)
+
+    def __int__(self):
+        self._need_data("__int__")
+        return int(self.data.reshape(-1)[0]) if self.size == 1 else int(self.data)
+
+    def is_empty(self):
+        return self.size == 0
+
+    def is_transpose(self):
+        return False
+
+    def contiguous(self):
+        return self
+
+    def memsize(self):
+        return self.nbytes
+
+
+def _new(arr, like):
+    from .tensor import Tensor
+
+    return Tensor(data=np.ascontiguousarray(arr), device=like.device, requires_grad=False)
