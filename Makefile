@@ -38,8 +38,11 @@ torch: install
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q 'torch==2.13.0' || \
 	    echo "note: torch==2.13.0 could not be installed; the tests that compare with it are skipped"
 
+# The CUDA kernels run on numba's CUDA simulator in a process of their own: the switch must
+# be set before numba is first imported. On a machine with a GPU the first run covers them.
 test: install tools torch
 	$(PY) -m pytest -q
+	NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q tests/cuda
 
 demo: install
 	$(PY) examples/cnn.py --graph --epochs 10

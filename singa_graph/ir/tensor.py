@@ -62,17 +62,23 @@ class Tensor(SingaTensorMethods):
         if data is not None:
             if isinstance(data, Tensor):
                 data = data.data
-            arr = np.asarray(data)
-            if arr.dtype == np.bool_ or arr.dtype.kind in "iu" and arr.dtype not in dtypes.INTS:
-                arr = arr.astype(np.int64 if arr.dtype.kind in "iu" else np.bool_)
-            dt = dtypes.as_dtype(arr.dtype)
-            self.data = arr.astype(dt, order="C", copy=False)  # ascontiguousarray makes 0-d 1-d
-            self.shape = self.data.shape
-            self.dtype = dt
+            if self.device.kind != "cpu" and self.device.is_array(data):
+                self._data = data  # already on the device: shared, as numpy data is
+                self.shape, self.dtype = tuple(data.shape), dtypes.as_dtype(data.dtype)
+            else:
+                arr = np.asarray(data)
+                if arr.dtype == np.bool_ or arr.dtype.kind in "iu" and \
+                        arr.dtype not in dtypes.INTS:
+                    arr = arr.astype(np.int64 if arr.dtype.kind in "iu" else np.bool_)
+                dt = dtypes.as_dtype(arr.dtype)
+                # ascontiguousarray would make 0-d arrays 1-d
+                self.data = arr.astype(dt, order="C", copy=False)
+                self.shape = arr.shape
+                self.dtype = dt
         else:
             self.shape = _as_shape(shape)
             self.dtype = dtypes.as_dtype(dtype)
-            self.data = np.zeros(self.shape, self.dtype)
+            self.data = self.device.zeros(self.shape, self.dtype)
         self.creator = creator
         self.stores_grad = bool(stores_grad)
         self.requires_grad = bool(requires_grad) or self.stores_grad
@@ -85,12 +91,32 @@ class Tensor(SingaTensorMethods):
         t.device = device or get_default_device()
         t.shape = _as_shape(shape)
         t.dtype = dtypes.as_dtype(dtype)
-        t.data = None
+        t._data = None
         t.creator = creator
         t.stores_grad = False
         t.requires_grad = requires_grad
         t.name = name or f"t{next(_names)}"
         return t
+
+    # ------------------------------------------------------------------ data
+    @property
+    def data(self):
+        """The values: a numpy array on the CPU, a numba.cuda device array on a GPU, None
+        for a symbolic tensor. Host data assigned to a GPU tensor is copied to the GPU."""
+        return self._data
+
+    @data.setter
+    def data(self, value):
+        if value is not None and self.device.kind != "cpu" and \
+                not self.device.is_array(value):
+            value = self.device.put(value)
+        self._data = value
+
+    def host_data(self) -> np.ndarray:
+        """The values readable on the host: the data itself on the CPU (no copy), a copy of
+        a GPU tensor's data."""
+        self._need_data("host_data")
+        return self.device.get(self._data)
 
     # ------------------------------------------------------------------ basic facts
     @property
@@ -131,8 +157,8 @@ class Tensor(SingaTensorMethods):
 
     def to_numpy(self) -> np.ndarray:
         """A copy of the data as a numpy array."""
-        self._need_data("to_numpy")
-        return self.data.copy()
+        a = self.host_data()
+        return a.copy() if a is self._data else a
 
     def numpy(self) -> np.ndarray:
         return self.to_numpy()
@@ -141,20 +167,20 @@ class Tensor(SingaTensorMethods):
         """Overwrite the data in place (shape must match, dtype is converted)."""
         arr = np.asarray(arr)
         if self.data is None:
-            self.data = np.zeros(self.shape, self.dtype)
+            self.data = self.device.zeros(self.shape, self.dtype)
         if arr.size != self.size:
             raise ShapeError(f"copy_from_numpy: tensor {self.name!r} has shape {self.shape}, "
                              f"array has shape {arr.shape}")
-        self.data[...] = arr.reshape(self.shape)
+        self.device.copy(self.data, arr.reshape(self.shape).astype(self.dtype, copy=False))
 
     def copy_data(self, other: "Tensor") -> None:
-        self.copy_from_numpy(other.data)
+        self.copy_from_numpy(other.host_data())
 
     def set_value(self, v) -> "Tensor":
         """Fill with the scalar ``v``."""
         if self.data is None:
-            self.data = np.zeros(self.shape, self.dtype)
-        self.data[...] = v
+            self.data = self.device.empty(self.shape, self.dtype)
+        self.device.fill(self.data, v)
         return self
 
     def gaussian(self, mean: float, std: float) -> "Tensor":
@@ -178,8 +204,9 @@ class Tensor(SingaTensorMethods):
         return self
 
     def clone(self) -> "Tensor":
+        """A new tensor with a copy of the data, on the same device."""
         self._need_data("clone")
-        return Tensor(data=self.data.copy(), device=self.device,
+        return Tensor(data=self.device.duplicate(self.data), device=self.device,
                       requires_grad=self.requires_grad, stores_grad=self.stores_grad)
 
     def as_type(self, dtype) -> "Tensor":
@@ -188,13 +215,16 @@ class Tensor(SingaTensorMethods):
         return cast(self, dtype)
 
     def to_device(self, device: Device) -> None:
-        if device.kind != "cpu":
-            from .. import device as _device
-
-            _device.create_cuda_gpu(device.id)
+        """Move the data to ``device`` in place (SINGA's ``to_device``)."""
+        if device == self.device:
+            return
+        host = None if self._data is None else self.device.get(self._data)
         self.device = device
+        self.data = host
 
     def to_host(self) -> "Tensor":
+        """Move the data to the host CPU in place (SINGA's ``to_host``); returns self."""
+        self.to_device(get_default_device())
         return self
 
 
@@ -206,7 +236,7 @@ class Placeholder(Tensor):
         self.device = device or get_default_device()
         self.shape = _as_shape(shape)
         self.dtype = dtypes.as_dtype(dtype)
-        self.data = None
+        self._data = None
         self.creator = None
         self.stores_grad = False
         self.requires_grad = requires_grad

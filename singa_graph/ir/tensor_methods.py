@@ -24,9 +24,10 @@ class CallableInt(int):
 
 
 def _data(x):
+    """The host values of a Tensor (a copy for a GPU tensor); other values as they are."""
     from .tensor import Tensor
 
-    return x.data if isinstance(x, Tensor) else x
+    return x.host_data() if isinstance(x, Tensor) else x
 
 
 def _promote(a, b):
@@ -62,7 +63,10 @@ def _inplace(opname, ufunc):
 
         eager = self.data is not None and not is_building()
         if eager and getattr(x, "data", 0) is not None:
-            ufunc(self.data, _data(x), out=self.data, casting="unsafe")
+            host = self.host_data()  # the data itself on the CPU, a copy of a GPU's
+            ufunc(host, _data(x), out=host, casting="unsafe")
+            if host is not self.data:
+                self.device.copy(self.data, host)
             return self
         return getattr(ops, opname)(self, x)  # symbolic: an out-of-place graph op
 
@@ -77,7 +81,7 @@ def _compare(ufunc, name):
         if other is None:
             return False if name == "__eq__" else True
         self._need_data(name)
-        return self._wrap(ufunc(self.data, _data(other)).astype(self.dtype))
+        return self._wrap(ufunc(self.host_data(), _data(other)).astype(self.dtype))
 
     method.__name__ = name
     method.__doc__ = f"Elementwise ``{name}`` as a tensor of 0/1 in this dtype (no gradient)."
@@ -134,7 +138,7 @@ class SingaTensorMethods:
 
     def __floordiv__(self, other):
         self._need_data("__floordiv__")
-        return self._wrap(np.floor(self.data / _data(other)).astype(self.dtype))
+        return self._wrap(np.floor(self.host_data() / _data(other)).astype(self.dtype))
 
     # ------------------------------------------------------------------ shape (ops)
     def reshape(self, *shape):
@@ -170,7 +174,7 @@ class SingaTensorMethods:
         """Copy the values of a Tensor or numpy array into this tensor (same size)."""
         if isinstance(t, SingaTensorMethods):
             t._need_data("copy_from")
-            t = t.data
+            t = t.host_data()
         elif not isinstance(t, np.ndarray):
             raise ValueError("copy_from: t should be a Tensor or a numpy array")
         self.copy_from_numpy(t, offset)
@@ -178,32 +182,34 @@ class SingaTensorMethods:
     def l1(self):
         """Mean absolute value (SINGA's ``l1``: the L1 norm divided by the size)."""
         self._need_data("l1")
-        return float(np.abs(self.data).sum() / max(self.size, 1))
+        return float(np.abs(self.host_data()).sum() / max(self.size, 1))
 
     def l2(self):
         """Root of the mean of squares (SINGA's ``l2``: the L2 norm over sqrt(size))."""
         self._need_data("l2")
-        sq = np.square(self.data, dtype=np.float64).sum()
+        sq = np.square(self.host_data(), dtype=np.float64).sum()
         return float(np.sqrt(sq) / np.sqrt(max(self.size, 1)))
 
     def to_type(self, dtype):
         """Change the element type in place (SINGA's ``to_type``); returns self."""
         dt = dtypes.as_dtype(dtype)
         if self.data is not None:
-            self.data = self.data.astype(dt)
+            self.data = self.device.put(self.host_data().astype(dt))
         self.dtype = dt
         return self
 
     def reset_like(self, t):
         """Take the shape, dtype and device of ``t`` (data becomes zeros)."""
         self.shape, self.dtype, self.device = tuple(t.shape), t.dtype, t.device
-        self.data = np.zeros(self.shape, self.dtype)
+        self.data = self.device.zeros(self.shape, self.dtype)
 
     def copy(self):
         """A new Tensor sharing this tensor's data (SINGA's shallow ``copy``)."""
         self._need_data("copy")
-        t = _new(self.data, self)
-        t.data, t.requires_grad = self.data, self.requires_grad
+        from .tensor import Tensor
+
+        t = Tensor(data=self.data, device=self.device)
+        t.data, t.requires_grad = self.data, self.requires_grad  # shared, on any device
         return t
 
     def deepcopy(self):
@@ -214,27 +220,30 @@ class SingaTensorMethods:
         self._need_data("repeat")
         if isinstance(repeats, (list, tuple)) and axis is None:
             raise ValueError(f"when axis is None, repeats should be an int, got {repeats!r}")
-        return self._wrap(np.repeat(self.data, repeats, axis))
+        return self._wrap(np.repeat(self.host_data(), repeats, axis))
 
     def __getitem__(self, keys):
         """Indexing/slicing of the data (no gradient; concrete tensors only)."""
         self._need_data("__getitem__")
-        return self._wrap(np.array(self.data[keys]))
+        return self._wrap(np.array(self.host_data()[keys]))
 
     def __array__(self, dtype=None, copy=None):
         """numpy conversion (``np.asarray(t)``) of a concrete tensor."""
         self._need_data("__array__")
-        a = self.data if dtype is None else self.data.astype(dtype, copy=False)
-        return a.copy() if copy else a
+        h = self.host_data()
+        a = h if dtype is None else h.astype(dtype, copy=False)
+        return a.copy() if copy and a is self.data else a
 
     def __float__(self):
         """The value of a one-element concrete tensor (``float(loss)``)."""
         self._need_data("__float__")
-        return float(self.data.reshape(-1)[0]) if self.size == 1 else float(self.data)
+        h = self.host_data()
+        return float(h.reshape(-1)[0]) if self.size == 1 else float(h)
 
     def __int__(self):
         self._need_data("__int__")
-        return int(self.data.reshape(-1)[0]) if self.size == 1 else int(self.data)
+        h = self.host_data()
+        return int(h.reshape(-1)[0]) if self.size == 1 else int(h)
 
     def is_empty(self):
         return self.size == 0

@@ -69,7 +69,7 @@ def check_op_indices(op, inputs) -> None:
     """Eager mode: check the class indices an op reads before its kernel runs."""
     for k, n in op.index_inputs(inputs).items():
         x = inputs[k]
-        check_indices(f"input {k} ({x.name})", x.data, n, op.type)
+        check_indices(f"input {k} ({x.name})", x.host_data(), n, op.type)
 
 
 # ---------------------------------------------------------------------------- undo journal
@@ -78,15 +78,20 @@ class Journal:
     writes them back."""
 
     def __init__(self):
-        self._saved: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._saved: dict[int, tuple] = {}
 
-    def record(self, arr: np.ndarray) -> None:
+    def record(self, arr, device=None) -> None:
+        """Keep a copy of ``arr`` (an array of ``device``, the CPU when None)."""
         if id(arr) not in self._saved:
-            self._saved[id(arr)] = (arr, arr.copy())
+            self._saved[id(arr)] = (arr, device, arr.copy() if device is None
+                                    else device.duplicate(arr))
 
     def rollback(self) -> None:
-        for arr, old in self._saved.values():
-            np.copyto(arr, old)
+        for arr, device, old in self._saved.values():
+            if device is None:
+                np.copyto(arr, old)
+            else:
+                device.copy(arr, old)
         self._saved.clear()
 
 

@@ -5,6 +5,7 @@ a GPU runtime is available (see :func:`create_cuda_gpu`).
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
@@ -68,15 +69,144 @@ class Device:
 
 
 class CpuDevice(Device):
-    """The host CPU; kernels are Numba ``@njit`` functions and BLAS calls."""
+    """The host CPU; kernels are Numba ``@njit`` functions and BLAS calls. Arrays are numpy
+    arrays."""
 
     kind = "cpu"
 
+    # The array protocol every device provides; plans, eager mode and the user API move
+    # data only through it, so none of them needs to know where the bytes live.
+    def empty(self, shape, dtype):
+        """An uninitialised array on this device."""
+        return np.empty(shape, dtype)
+
+    def zeros(self, shape, dtype):
+        return np.zeros(shape, dtype)
+
+    def put(self, a, dtype=None):
+        """``a`` (host data, or an array of this device) as an array of this device."""
+        return np.asarray(a, dtype)
+
+    def get(self, a) -> np.ndarray:
+        """``a`` (an array of this device) readable on the host; on the CPU, ``a`` itself."""
+        return a
+
+    def copy(self, dst, src) -> None:
+        """Copy ``src`` (host data or an array of this device) into ``dst``."""
+        np.copyto(dst, src, casting="unsafe")
+
+    def fill(self, dst, value) -> None:
+        dst.fill(value)
+
+    def duplicate(self, a):
+        """A new array of this device holding a copy of ``a``."""
+        return a.copy()
+
+    def arena(self, nbytes: int):
+        """One 64-byte aligned block of ``nbytes`` bytes: the arena of a plan."""
+        return aligned_bytes(nbytes)
+
+    def staging(self, shape, dtype):
+        """The host buffer a plan copies a feed or fetch through (none needed here)."""
+        return None
+
+    def is_array(self, a) -> bool:
+        return isinstance(a, np.ndarray)
+
+    def synchronize(self) -> None:
+        """Wait for queued work (CPU kernels have finished when they return)."""
+
+    def activate(self):
+        """A context manager that makes this device current for kernel launches."""
+        return contextlib.nullcontext()
+
 
 class CudaDevice(Device):
-    """An NVIDIA GPU driven through numba.cuda."""
+    """An NVIDIA GPU driven through numba.cuda (see :mod:`singa_graph.runtime.gpu`).
+
+    Tensors on it hold numba device arrays; a plan's arena is one ``cuda.device_array`` of
+    bytes with every transient buffer and all kernel workspace a view at its planned offset.
+    Parameters and optimizer state live on the device; only feeds and fetched outputs cross
+    to the host, through page-locked buffers that the plan allocates once.
+    """
 
     kind = "cuda"
+
+    def __init__(self, id: int = 0):
+        from . import gpu
+
+        gpu.require(int(id))
+        super().__init__(id)
+        self.name = gpu.device_name(int(id))
+
+    def __repr__(self):
+        return f"CudaDevice(id={self.id}, {self.name!r})"
+
+    def empty(self, shape, dtype):
+        from . import gpu
+
+        with self.activate():
+            return gpu.empty(shape, dtype)
+
+    def zeros(self, shape, dtype):
+        a = self.empty(shape, dtype)
+        self.fill(a, 0)
+        return a
+
+    def put(self, a, dtype=None):
+        from . import gpu
+
+        with self.activate():
+            return gpu.put(a, dtype)
+
+    def get(self, a) -> np.ndarray:
+        from . import gpu
+
+        with self.activate():
+            return gpu.get(a)
+
+    def copy(self, dst, src) -> None:
+        from . import gpu
+
+        with self.activate():
+            gpu.copy(dst, src)
+
+    def fill(self, dst, value) -> None:
+        from . import gpu
+
+        with self.activate():
+            gpu.fill(dst, value)
+
+    def duplicate(self, a):
+        b = self.empty(a.shape, a.dtype)
+        self.copy(b, a)
+        return b
+
+    def arena(self, nbytes: int):
+        # cudaMalloc returns 256-byte aligned blocks, more than the planner's 64
+        return self.empty((nbytes,), np.uint8)
+
+    def staging(self, shape, dtype):
+        from . import gpu
+
+        with self.activate():
+            return gpu.pinned(shape, dtype)
+
+    def is_array(self, a) -> bool:
+        from . import gpu
+
+        return gpu.is_device_array(a)
+
+    def synchronize(self) -> None:
+        from . import gpu
+
+        with self.activate():
+            gpu.synchronize()
+
+    def activate(self):
+        from . import gpu
+
+        return gpu.cuda().gpus[int(self.id)]
 
 
 _default = CpuDevice(0)
@@ -102,7 +232,7 @@ def scratch(device, nbytes: int) -> np.ndarray:
         pools = _pools.by_device = {}
     buf = pools.get(key)
     if buf is None or buf.nbytes < nbytes:
-        buf = pools[key] = aligned_bytes(nbytes)
+        buf = pools[key] = (device or _default).arena(nbytes)
     return buf[:nbytes]
 
 
@@ -124,15 +254,34 @@ def create_cpu_device() -> CpuDevice:
 
 
 def create_cuda_gpu(id: int = 0) -> CudaDevice:
-    """SINGA-compatible constructor of a CUDA device.
+    """SINGA-compatible constructor of CUDA device ``id`` (numba.cuda; ``pip install
+    'singa_graph[cuda]'``).
 
-    Raises :class:`DeviceError` while the GPU runtime is not available in this build.
+    Raises :class:`DeviceError` when no GPU is available; the message names the switch
+    (``NUMBA_ENABLE_CUDASIM=1``) that runs the CUDA kernels on numba's simulator instead.
     """
-    raise DeviceError(
-        "create_cuda_gpu: the CUDA runtime of singa_graph is not available yet; "
-        "use device.create_cpu_device()"
-    )
+    return CudaDevice(id)
 
 
 def create_cuda_gpu_on(id: int) -> CudaDevice:
-    return create_cuda_gpu(id)
+    """SINGA-compatible: the CUDA device ``id``."""
+    return CudaDevice(id)
+
+
+def create_cuda_gpus(num: int) -> list:
+    """SINGA-compatible: CUDA devices 0 to ``num - 1``."""
+    return [CudaDevice(i) for i in range(num)]
+
+
+def parse(spec) -> Device:
+    """A device from a command-line spelling: ``cpu``, ``cuda`` or ``cuda:N``."""
+    if isinstance(spec, Device):
+        return spec
+    s = str(spec).strip().lower()
+    if s == "cpu":
+        return _default
+    if s == "cuda" or s == "gpu":
+        return CudaDevice(0)
+    if s.startswith(("cuda:", "gpu:")) and s.split(":", 1)[1].isdigit():
+        return CudaDevice(int(s.split(":", 1)[1]))
+    raise DeviceError(f"unknown device {spec!r}: use cpu, cuda or cuda:N")

@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import DTypeError, GraphError, ShapeError, StateUndefinedError
+from ..errors import DeviceError, DTypeError, GraphError, ShapeError, StateUndefinedError
 from .checks import check_feed_values, check_indices, index_feed_checks
-from .device import aligned_bytes
+from .device import get_default_device
 from .registry import bind
 
 
@@ -35,11 +35,13 @@ class ExecutionPlan:
         self.memory = memory
         self.inputs = list(graph.inputs)
         self.fetches = list(graph.outputs if fetches is None else fetches)
-        self.device = device or (self.inputs[0].device if self.inputs else None)
+        self.device = device or (self.inputs[0].device if self.inputs else
+                                 get_default_device())
         self.poison = poison
         self.last_profile = None  # the most recent profile(), shown by viz.dump
-        kind = self.device.kind if self.device is not None else "cpu"
-        self.arena = aligned_bytes(memory.arena_bytes)
+        dev = self.device
+        kind = dev.kind
+        self.arena = dev.arena(memory.arena_bytes)
         self._owned_bytes = 0  # persistent buffers this plan allocated itself
         # a plan that writes state (updates, running statistics) refuses empty batches: it
         # would move parameters on no data
@@ -54,11 +56,17 @@ class ExecutionPlan:
         self._index_checks = index_feed_checks(graph, self.inputs)
         self._lock = threading.RLock()  # concurrent runs share the arena: serialise them
         self._fetch_arrays = [self._arrays[id(t)] for t in self.fetches]
+        # page-locked host buffers that feeds and fetches cross through (GPU plans only)
+        self._feed_stage = [dev.staging(t.shape, t.dtype) for t in self.inputs]
+        self._fetch_stage = [dev.staging(t.shape, t.dtype) for t in self.fetches]
+        self.staging_bytes = sum(a.nbytes for a in self._feed_stage + self._fetch_stage
+                                 if a is not None)
         self.nodes = list(memory.order)
         ws = {s: self.arena[off:off + n] for s, (off, n) in memory.workspace.items()}
-        self.steps = [bind(n.op, [self._arrays[id(x)] for x in n.inputs],
-                           [self._arrays[id(o)] for o in n.outputs], kind, ws.get(s))
-                      for s, n in enumerate(self.nodes)]
+        with dev.activate():
+            self.steps = [bind(n.op, [self._arrays[id(x)] for x in n.inputs],
+                               [self._arrays[id(o)] for o in n.outputs], kind, ws.get(s))
+                          for s, n in enumerate(self.nodes)]
         # the first step that writes persistent state: a failure before it changes nothing
         self._first_mutation = next((i for i, n in enumerate(self.nodes) if n.op.mutates),
                                     len(self.nodes))
@@ -66,21 +74,25 @@ class ExecutionPlan:
             self._dead = self._dead_regions()
 
     # ------------------------------------------------------------------ binding
-    def _bind_arrays(self) -> dict[int, np.ndarray]:
+    def _bind_arrays(self) -> dict:
         mp = self.memory
+        dev = self.device
         groups = mp.groups
-        arrays: dict[int, np.ndarray] = {}
+        arrays: dict = {}
         for g, members in groups.groups().items():
             root = groups.tensors[g]
             if groups.persistent(g):
                 base = root.data
                 if base is None:
-                    base = np.zeros(root.shape, root.dtype)
-                    self._owned_bytes += base.nbytes
+                    base = dev.zeros(root.shape, root.dtype)
+                    self._owned_bytes += root.nbytes
+                elif root.device != dev or not dev.is_array(base):
+                    raise DeviceError(f"{root.name} lives on {root.device}, but this plan runs "
+                                      f"on {dev}; move it with to_device() before compiling")
                 if root.data is None and root.creator is None and all(
                         root is not t for t in self.graph.inputs):
                     raise GraphError(f"leaf {root.name} has no data and is not a graph input")
-                if not base.flags.c_contiguous:
+                if isinstance(base, np.ndarray) and not base.flags.c_contiguous:
                     base = np.ascontiguousarray(base)
                 buf = base.reshape(-1).view(np.uint8)
             else:
@@ -90,7 +102,7 @@ class ExecutionPlan:
                 arrays[id(t)] = buf[:t.nbytes].view(t.dtype).reshape(t.shape)
         for t in self.graph.inputs:  # an input no node reads still takes (and ignores) a feed
             if id(t) not in arrays:
-                arrays[id(t)] = np.zeros(t.shape, t.dtype)
+                arrays[id(t)] = dev.zeros(t.shape, t.dtype)
                 self._owned_bytes += t.nbytes
         return arrays
 
@@ -126,20 +138,47 @@ class ExecutionPlan:
             missing = [t.name for t, v in zip(self.inputs, values) if v is None]
             if missing:
                 raise GraphError(f"missing feeds for inputs {missing}")
+        dev = self.device
         arrays = []
         for t, v in zip(self.inputs, values):
             a = v.data if hasattr(v, "data") and not isinstance(v, np.ndarray) else v
-            a = np.asarray(a)
-            if a.shape != t.shape:
-                raise ShapeError(f"feed for {t.name} has shape {a.shape}, expected {t.shape}")
+            on_device = dev.kind != "cpu" and dev.is_array(a)
+            if not on_device:
+                a = np.asarray(a)
+            if tuple(a.shape) != t.shape:
+                raise ShapeError(f"feed for {t.name} has shape {tuple(a.shape)}, expected "
+                                 f"{t.shape}")
             if a.dtype != t.dtype and not np.can_cast(a.dtype, t.dtype, "same_kind"):
                 raise DTypeError(f"feed for {t.name} has dtype {a.dtype}, expected {t.dtype}")
-            check_feed_values(t.name, a, t.dtype, allow_empty=not self._mutates_state)
+            if on_device and a.dtype != t.dtype:
+                a, on_device = dev.get(a), False  # cast on the host, checked below
+            if not on_device:
+                check_feed_values(t.name, a, t.dtype, allow_empty=not self._mutates_state)
             arrays.append(a)
         for i, n, reader in self._index_checks:
-            check_indices(f"feed for {self.inputs[i].name}", arrays[i], n, reader)
-        for dst, a in zip(self._feed_arrays, arrays):
-            np.copyto(dst, a, casting="same_kind")
+            a = arrays[i]
+            check_indices(f"feed for {self.inputs[i].name}", dev.get(a) if
+                          dev.kind != "cpu" and dev.is_array(a) else a, n, reader)
+        if dev.kind == "cpu":
+            for dst, a in zip(self._feed_arrays, arrays):
+                np.copyto(dst, a, casting="same_kind")
+            return
+        for dst, stage, a in zip(self._feed_arrays, self._feed_stage, arrays):
+            if dev.is_array(a):
+                dev.copy(dst, a)  # device to device
+            else:
+                np.copyto(stage, a, casting="same_kind")
+                dev.copy(dst, stage)
+
+    def _fetch(self) -> list[np.ndarray]:
+        if self.device.kind == "cpu":
+            return [a.copy() for a in self._fetch_arrays]
+        out = []
+        for a, stage in zip(self._fetch_arrays, self._fetch_stage):
+            if a.size:
+                a.copy_to_host(stage)
+            out.append(stage.copy())
+        return out
 
     def run(self, feeds=()) -> list[np.ndarray]:
         """Feed the inputs (a dict keyed by Placeholder or name, or a list in input order),
@@ -150,18 +189,19 @@ class ExecutionPlan:
         fail after an earlier one wrote parameters, buffers or optimizer state,
         :class:`StateUndefinedError` says so. Concurrent calls run one after the other.
         """
-        with self._lock:
+        with self._lock, self.device.activate():
             self._load_feeds(feeds)
             if self.poison:
-                self.arena.fill(0xFF)  # all-ones bytes are NaN in float32 and float64
+                self.device.fill(self.arena, 0xFF)  # all-ones bytes: NaN in float32/64
             self._run_steps(self._poisoned_steps() if self.poison else self.steps)
-            return [a.copy() for a in self._fetch_arrays]
+            return self._fetch()
 
     def _run_steps(self, steps) -> None:
         i = 0
         try:
             for i, step in enumerate(steps):
                 step()
+            self.device.synchronize()  # a GPU reports a failed kernel here, not at launch
         except Exception as e:
             if i < self._first_mutation:  # nothing persistent written yet
                 raise
@@ -176,8 +216,10 @@ class ExecutionPlan:
             def run():
                 step()
                 for region in dead:
-                    region.fill(0xFF)
+                    fill(region, 0xFF)
             return run
+
+        fill = self.device.fill
 
         return [poisoned(step, dead) for step, dead in zip(self.steps, self._dead)]
 
@@ -192,21 +234,28 @@ class ExecutionPlan:
         r = self.memory.report()
         r["owned_persistent_bytes"] = self._owned_bytes + self.created_state_bytes
         r["plan_bytes"] = self.arena.nbytes + r["owned_persistent_bytes"]
+        r["device"] = str(self.device)
+        r["host_staging_bytes"] = self.staging_bytes
         return r
 
     def profile(self, feeds=(), repeat: int = 10) -> "Profile":
-        """Run ``repeat`` times, timing every step; returns a :class:`Profile`."""
-        with self._lock:
+        """Run ``repeat`` times, timing every step; returns a :class:`Profile`. On a GPU
+        each step is followed by a device synchronisation, so its time is its own (and the
+        total exceeds a plain run's by the launch latency that synchronising exposes)."""
+        with self._lock, self.device.activate():
             return self._profile(feeds, repeat)
 
     def _profile(self, feeds, repeat):
         self._load_feeds(feeds)
         times = np.zeros((repeat, len(self.steps)))
         clock = time.perf_counter
+        sync = self.device.synchronize
+        sync()
         for r in range(repeat):
             for i, step in enumerate(self.steps):
                 t0 = clock()
                 step()
+                sync()
                 times[r, i] = clock() - t0
         ws = {s: b for s, (_, b) in self.memory.workspace.items()}
         self.last_profile = Profile(self.nodes, np.median(times, axis=0),

@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import UnsupportedOpError
+from ..errors import DeviceError, UnsupportedOpError
 from . import threads
 
 KERNELS: dict[tuple[str, str], Callable] = {}
@@ -132,19 +132,26 @@ def run_eager(op, inputs, outputs) -> None:
     from .checks import active_journal, check_op_indices
     from .device import scratch
 
+    from .device import get_default_device
+
+    device = inputs[0].device if inputs else get_default_device()
+    for x in inputs:
+        if x.device != device:
+            raise DeviceError(f"{op.type}: input {x.name!r} is on {x.device}, the first input "
+                              f"on {device}; move tensors with to_device() first")
     check_op_indices(op, inputs)
     journal = active_journal()
     if journal is not None:
         for k in op.mutates:
-            journal.record(inputs[k].data)
-    outs = [np.empty(t.shape, t.dtype) for t in outputs]
+            journal.record(inputs[k].data, device)
+    outs = [device.empty(t.shape, t.dtype) for t in outputs]
     for o, i in op.alias.items():  # views, as inside a plan: the kernel then does nothing
         outs[o] = inputs[i].data.reshape(outputs[o].shape)
     ins = [x.data for x in inputs]
-    device = inputs[0].device if inputs else None
-    kind = device.kind if device is not None else "cpu"
+    kind = device.kind
     need = workspace_bytes(op, ins, outs, kind)
     ws = scratch(device, need) if need else None
-    bind(op, ins, outs, kind, ws)()
+    with device.activate():
+        bind(op, ins, outs, kind, ws)()
     for t, a in zip(outputs, outs):
         t.data = a

@@ -1,0 +1,42 @@
+"""CUDA tests run where numba.cuda can run kernels: on a real GPU, or on numba's CUDA
+simulator, which must be switched on before numba is first imported. ``make test`` runs
+this directory in a process of its own with ``NUMBA_ENABLE_CUDASIM=1``; in the main test
+process of a machine without a GPU these tests are skipped with that reason."""
+import os
+
+import pytest
+
+try:
+    from numba import config as _numba_config
+    from numba import cuda as _cuda
+
+    _SIM = bool(_numba_config.ENABLE_CUDASIM)
+    _RUNNABLE = _SIM or _cuda.is_available()
+    _WHY = "" if _RUNNABLE else (
+        "no CUDA GPU here; these tests run on the CUDA simulator in a process of their own "
+        "(make test does: NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/cuda)")
+except ImportError as e:  # numba-cuda missing
+    _RUNNABLE, _SIM, _WHY = False, False, f"numba-cuda is not installed ({e})"
+
+
+def pytest_collection_modifyitems(config, items):
+    if _RUNNABLE:
+        return
+    here = os.path.dirname(__file__)
+    skip = pytest.mark.skip(reason=_WHY)
+    for item in items:
+        if str(item.fspath).startswith(here):
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def simulated():
+    """True on the CUDA simulator (tiny shapes only), False on a real GPU."""
+    return _SIM
+
+
+@pytest.fixture(scope="session")
+def gpu():
+    from singa_graph import device
+
+    return device.create_cuda_gpu()
