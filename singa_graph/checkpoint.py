@@ -44,7 +44,7 @@ def _aux_entries(path: str, aux: dict) -> tuple[dict, dict]:
             raise CheckpointError(f"checkpoint {path!r}: aux state keys must be strings, got "
                                   f"{k!r}")
         if isinstance(v, Tensor):
-            v = v.data
+            v = v.host_data()
         if isinstance(v, (np.ndarray, np.generic, bool, int, float, str)):
             a = np.asarray(v)
             if a.dtype.hasobject:
@@ -68,14 +68,14 @@ def _aux_entries(path: str, aux: dict) -> tuple[dict, dict]:
 
 def collect(model, path: str, aux_states: dict | None) -> dict[str, np.ndarray]:
     """Every entry of the checkpoint of ``model``, as arrays (nothing is written)."""
-    arrays = {f"state/{k}": t.data for k, t in model.get_states().items()}
+    arrays = {f"state/{k}": t.host_data() for k, t in model.get_states().items()}
     params = model.get_params()
     for o in model._optimizers():
         have = o.state_tensors()
         for key, (shape, dtype) in o.state_specs(params).items():
             t = have.get(key)
             if t is not None:
-                arrays[f"opt/{key}"] = t.data
+                arrays[f"opt/{key}"] = t.host_data()
             else:  # not created yet: what it will start from
                 arrays[f"opt/{key}"] = np.asarray(o._pending.get(key, np.zeros(shape, dtype)))
         arrays.update({f"opthyper/{k}": np.asarray(v) for k, v in o.hyper_states().items()})
@@ -258,7 +258,7 @@ def load(model, path: str) -> dict:
         raise CheckpointError(f"checkpoint {path!r} does not match the model: "
                               + "; ".join(problems))
     for k, t in model.get_states().items():
-        np.copyto(t.data, data[f"state/{k}"])  # in place: compiled plans stay bound
+        t.copy_from_numpy(data[f"state/{k}"])  # in place: compiled plans stay bound
     for o in model._optimizers():
         o.load_states({k[4:]: v for k, v in data.items() if k.startswith("opt/")},
                       {k[9:]: v for k, v in data.items() if k.startswith("opthyper/")})

@@ -26,6 +26,7 @@ from .opt import Optimizer
 from .passes.compile import compile as _compile
 from .passes.compile import gc_paused
 from .runtime.checks import check_feed_values, transaction
+from .runtime.device import get_default_device
 
 _lock_guard = threading.Lock()
 
@@ -106,6 +107,9 @@ class Model(Layer):
         self.graph_mode = bool(use_graph)
         self.schedule = schedule or ("sequential" if sequential else "memory")
         self._plans.clear()
+        first = inputs[0] if inputs else None
+        object.__setattr__(self, "_device",
+                           first.device if isinstance(first, Tensor) else get_default_device())
         phs = [self._placeholder(x, i) for i, x in enumerate(inputs)]
         self._onnx_inputs = phs  # input shapes for ONNX export and save()
         with building():
@@ -156,12 +160,20 @@ class Model(Layer):
                 return self._run("train_one_batch", args)
             return self._run("forward", args)
 
-    @staticmethod
-    def _placeholder(x, i) -> Placeholder:
+    def _placeholder(self, x, i) -> Placeholder:
+        """A Placeholder with ``x``'s shape and dtype, on the device of the Tensor ``x`` (on
+        the model's device for arrays: the device its parameters live on)."""
         if isinstance(x, Placeholder):
             return x
-        a = x if isinstance(x, Tensor) else np.asarray(x)
-        return Placeholder(a.shape, _input_dtype(a), name=f"input{i}")
+        if isinstance(x, Tensor):
+            return Placeholder(x.shape, _input_dtype(x), device=x.device, name=f"input{i}")
+        a = np.asarray(x)
+        return Placeholder(a.shape, _input_dtype(a), device=self.device, name=f"input{i}")
+
+    @property
+    def device(self):
+        """The device the model was compiled for: that of its first input."""
+        return self.__dict__.get("_device") or get_default_device()
 
     def _run(self, method: str, args):
         for i, a in enumerate(args):
@@ -172,7 +184,8 @@ class Model(Layer):
         if not self.graph_mode:
             self._sync_distributed()
             ts = [a if isinstance(a, Tensor) else
-                  Tensor(data=np.asarray(a, _input_dtype(np.asarray(a))), requires_grad=False)
+                  Tensor(data=np.asarray(a, _input_dtype(np.asarray(a))), device=self.device,
+                         requires_grad=False)
                   for a in args]
             # a step that fails half-way restores every parameter, buffer and optimizer
             # state it wrote

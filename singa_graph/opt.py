@@ -141,7 +141,7 @@ class Optimizer:
             if k == "lr":
                 object.__setattr__(self, "_lr_sched",
                                    v if isinstance(v, DecayScheduler) else None)
-            self._scalar(k)[()] = float(value)
+            self._set_scalar(k, value)
         else:
             object.__setattr__(self, k, v)
 
@@ -151,11 +151,33 @@ class Optimizer:
         raise AttributeError(k)
 
     def _scalar(self, k) -> np.ndarray:
+        """The host value of hyperparameter ``k`` (a 0-d float64 array)."""
         t = self.__dict__["_tensors"].get(k)
         if t is None:
             t = Tensor(data=np.zeros((), np.float64), requires_grad=False, name=f"opt.{k}")
             self.__dict__["_tensors"][k] = t
         return t.data
+
+    def _set_scalar(self, k, value) -> None:
+        """Set hyperparameter ``k`` on the host and in its copy on every device that
+        updates run on, so compiled plans read the new value at their next step."""
+        self._scalar(k)[()] = float(value)
+        for (name, _), t in self.__dict__.get("_mirrors", {}).items():
+            if name == k:
+                t.copy_from_numpy(self._scalar(k))
+
+    def _hyper_tensor(self, k, device) -> Tensor:
+        """Hyperparameter ``k`` as the 0-d tensor that update ops on ``device`` read: the
+        host tensor on the CPU, a device copy elsewhere (kept in step by _set_scalar)."""
+        host = self._tensors[k]
+        if device.kind == "cpu":
+            return host
+        mirrors = self.__dict__.setdefault("_mirrors", {})
+        t = mirrors.get((k, device))
+        if t is None:
+            t = mirrors[(k, device)] = Tensor(data=host.data, device=device,
+                                              requires_grad=False, name=f"opt.{k}")
+        return t
 
     @property
     def lr_value(self) -> Tensor:
@@ -170,14 +192,15 @@ class Optimizer:
         self.step_counter.data += 1
         sched = self.__dict__.get("_lr_sched")
         if sched is not None:
-            self._scalar("lr")[()] = float(sched.value(self._step_count()))
+            self._set_scalar("lr", sched.value(self._step_count()))
 
     # state ------------------------------------------------------------------------------
     def _param_state(self, p: Tensor, n: int) -> list[Tensor]:
         st = self._state.get(id(p))
         if st is None:
             st = [Tensor(data=self._pending.pop(f"{p.name}/{i}", np.zeros(p.shape, p.dtype)),
-                         requires_grad=False, name=f"{p.name}.opt{i}") for i in range(n)]
+                         device=p.device, requires_grad=False, name=f"{p.name}.opt{i}")
+                  for i in range(n)]
             self._state[id(p)] = st
             self._names[id(p)] = p.name
         return st
@@ -231,7 +254,7 @@ class Optimizer:
     def get_states(self) -> dict[str, np.ndarray]:
         """Optimizer state keyed by ``<param name>/<slot>``, plus ``hyper/<name>`` for the
         hyperparameters and the step counter (what :meth:`load_states` takes back)."""
-        out = {k: t.data for k, t in self.state_tensors().items()}
+        out = {k: t.host_data() for k, t in self.state_tensors().items()}
         out.update({f"hyper/{k}": v for k, v in self.hyper_states().items()})
         return out
 
@@ -262,14 +285,14 @@ class Optimizer:
         mine = self.state_tensors()
         for k, v in states.items():
             if k in mine:
-                np.copyto(mine[k].data, v)
+                mine[k].copy_from_numpy(v)
             else:
                 self._pending[k] = np.array(v)
         for k, v in (hyper or {}).items():
             if k == "step_counter":
                 self.step_counter.data[0] = int(np.asarray(v).reshape(-1)[0])
             else:
-                self._scalar(k)[()] = v
+                self._set_scalar(k, v)
 
 
 class SGD(Optimizer):
@@ -293,7 +316,8 @@ class SGD(Optimizer):
 
     def _op_and_inputs(self, p, g):
         st = self._param_state(p, 1 if self._use_momentum else 0)
-        hyper = [self._tensors[k] for k in ("lr", "momentum", "dampening", "weight_decay")]
+        hyper = [self._hyper_tensor(k, p.device)
+                 for k in ("lr", "momentum", "dampening", "weight_decay")]
         return _u.SGDUpdate(self._use_momentum, self.nesterov), st + hyper
 
 
@@ -313,9 +337,9 @@ class Adam(Optimizer):
         if id(p) not in self._steps:
             self._steps[id(p)] = Tensor(
                 data=self._pending.pop(f"{p.name}/step", np.zeros((), np.float64)),
-                requires_grad=False, name=f"{p.name}.step")
-        hyper = [self._tensors[k] for k in ("lr", "beta_1", "beta_2", "epsilon",
-                                            "weight_decay")]
+                device=p.device, requires_grad=False, name=f"{p.name}.step")
+        hyper = [self._hyper_tensor(k, p.device)
+                 for k in ("lr", "beta_1", "beta_2", "epsilon", "weight_decay")]
         return _u.AdamUpdate(), [m, v, self._steps[id(p)]] + hyper
 
     @property
@@ -347,7 +371,7 @@ class RMSProp(Optimizer):
 
     def _op_and_inputs(self, p, g):
         st = self._param_state(p, 1)
-        return _u.RMSPropUpdate(), st + [self._tensors[k] for k in
+        return _u.RMSPropUpdate(), st + [self._hyper_tensor(k, p.device) for k in
                                          ("lr", "rho", "epsilon", "weight_decay")]
 
 
@@ -361,7 +385,7 @@ class AdaGrad(Optimizer):
 
     def _op_and_inputs(self, p, g):
         st = self._param_state(p, 1)
-        return _u.AdaGradUpdate(), st + [self._tensors[k] for k in
+        return _u.AdaGradUpdate(), st + [self._hyper_tensor(k, p.device) for k in
                                          ("lr", "epsilon", "weight_decay")]
 
 

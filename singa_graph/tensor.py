@@ -86,14 +86,14 @@ def from_raw_tensors(tt) -> list:
 def to_numpy(t: Tensor) -> np.ndarray:
     """A copy of ``t``'s data as a numpy array (``t`` must be concrete)."""
     _need(t, "to_numpy")
-    return t.data.copy()
+    return t.to_numpy()
 
 
 def to_host(t: Tensor) -> Tensor:
     """A copy of ``t`` on the host (CPU) device."""
-    ret = t.clone()
-    ret.device = get_default_device()
-    return ret
+    _need(t, "to_host")
+    return Tensor(data=t.to_numpy(), device=get_default_device(),
+                  requires_grad=t.requires_grad, stores_grad=t.stores_grad)
 
 
 def copy_from_numpy(data: Tensor, np_array) -> None:
@@ -176,7 +176,7 @@ def average(t, axis=None):
     """Mean over ``axis``; over all elements (``axis`` None) of a concrete tensor it is a
     Python float, as SINGA."""
     if axis is None and t.data is not None:
-        return float(np.mean(t.data, dtype=np.float64))
+        return float(np.mean(t.host_data(), dtype=np.float64))
     return _ops.mean(t, axis)
 
 
@@ -240,7 +240,7 @@ def axpy(alpha, x, y):
     """``y += alpha * x`` in place on the data; returns ``y``."""
     _need(x, "axpy")
     _need(y, "axpy")
-    y.data += np.asarray(alpha * x.data, dtype=y.dtype)
+    y.copy_from_numpy(y.host_data() + np.asarray(alpha * x.host_data(), dtype=y.dtype))
     return y
 
 
@@ -288,21 +288,21 @@ def einsum(ops, *args):
     gradient."""
     for t in args:
         _need(t, "einsum")
-    return Tensor(data=np.einsum(ops, *(t.data for t in args)), device=args[0].device,
+    return Tensor(data=np.einsum(ops, *(t.host_data() for t in args)), device=args[0].device,
                   requires_grad=False)
 
 
 def add_column(alpha, v, beta, M):
     """``M = alpha * v + beta * M`` for each column of the 2-d ``M`` (in place); returns M."""
     _need(M, "add_column")
-    M.data[...] = alpha * np.asarray(v.data).reshape(-1, 1) + beta * M.data
+    M.copy_from_numpy(alpha * v.host_data().reshape(-1, 1) + beta * M.host_data())
     return M
 
 
 def add_row(alpha, v, beta, M):
     """``M = alpha * v + beta * M`` for each row of the 2-d ``M`` (in place); returns M."""
     _need(M, "add_row")
-    M.data[...] = alpha * np.asarray(v.data).reshape(1, -1) + beta * M.data
+    M.copy_from_numpy(alpha * v.host_data().reshape(1, -1) + beta * M.host_data())
     return M
 
 
@@ -350,6 +350,9 @@ def copy_data_to_from(dst, src, size, dst_offset=0, src_offset=0):
     if dst_offset + size > dst.size or src_offset + size > src.size:
         raise ShapeError(f"copy_data_to_from: {size} elements do not fit "
                          f"(dst size {dst.size}, src size {src.size})")
-    dst.data.reshape(-1)[dst_offset:dst_offset + size] = \
-        src.data.reshape(-1)[src_offset:src_offset + size]
+    host = dst.host_data()  # the data itself on the CPU, a copy of a GPU tensor's
+    host.reshape(-1)[dst_offset:dst_offset + size] = \
+        src.host_data().reshape(-1)[src_offset:src_offset + size]
+    if host is not dst.data:
+        dst.copy_from_numpy(host)
 

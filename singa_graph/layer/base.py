@@ -210,7 +210,7 @@ class Layer:
             if name not in values:
                 continue
             v = values[name]
-            arr = v.data if isinstance(v, Tensor) else np.asarray(v)
+            arr = v.host_data() if isinstance(v, Tensor) else np.asarray(v)
             if arr is None or tuple(arr.shape) != tuple(t.shape):
                 raise CheckpointError(f"{what}: {name} has shape {t.shape}, got "
                                       f"{None if arr is None else tuple(arr.shape)}")

@@ -28,7 +28,7 @@ def _state_arrays(state: dict) -> dict:
         if isinstance(v, Optimizer):
             out.update({f"{k}/{n}": a for n, a in v.get_states().items()})
         else:
-            out[k] = v.data if isinstance(v, Tensor) else np.asarray(v)
+            out[k] = v.host_data() if isinstance(v, Tensor) else np.asarray(v)
     return out
 
 
@@ -71,7 +71,7 @@ def load_model(model, path: str, include_state: bool = False):
     if shape_errors:
         raise CheckpointError(f"{path!r} does not fit the model: " + "; ".join(shape_errors))
     for k in sorted(set(saved) & set(mine)):
-        np.copyto(mine[k].data, saved[k])
+        mine[k].copy_from_numpy(saved[k])
     if set(mine) - set(saved):
         warnings.warn(f"not in {path!r}, left as they are: {sorted(set(mine) - set(saved))}")
     if set(saved) - set(mine):

@@ -47,9 +47,21 @@ def blocks(n: int) -> int:
     return max(1, min(max_blocks(), -(-int(n) // TPB)))
 
 
+def launcher(kern, grid, block):
+    """``kern`` configured with ``grid`` and ``block``, ready to call with its arguments.
+
+    numba-cuda's ``kern[grid, block]`` makes a new launch configuration; the simulator's
+    sets the grid on the kernel object itself, so there a configuration made at bind time
+    would be overwritten by the next bind of the same kernel: configure at each call."""
+    if SIM:
+        return lambda *args: kern[grid, block](*args)
+    return kern[grid, block]
+
+
 def configured(kern, n: int, *, threads: int = TPB):
     """``kern`` configured for a grid-stride loop over ``n`` items."""
-    return kern[blocks(n) if threads == TPB else max(1, min(max_blocks(), int(n))), threads]
+    return launcher(kern, blocks(n) if threads == TPB else max(1, min(max_blocks(), int(n))),
+                    threads)
 
 
 def step(kern, n: int, *args):
