@@ -17,7 +17,8 @@ import time
 import numpy as np
 
 from singa_graph import data, opt, random as sg_random
-from singa_graph.cli import float_in, int_at_least
+from singa_graph import device as sg_device, tensor
+from singa_graph.cli import device_spec, float_in, int_at_least
 
 try:
     from tqdm import tqdm
@@ -58,10 +59,23 @@ def parser(description: str, *, epochs=3, batch_size=64, lr=0.05, momentum=0.9,
     p.add_argument("--dump", metavar="DIR", default=None,
                    help="write pictures of the training and inference plans into DIR (graph, "
                    "schedule and memory timeline: html, dot, json, memory.svg, ...)")
+    p.add_argument("--device", type=device_spec, default="cpu", metavar="DEVICE",
+                   help="cpu (default), cuda or cuda:N: where parameters live and kernels "
+                   "run (a GPU needs pip install 'singa_graph[cuda]')")
     p.add_argument("--dist", action="store_true",
                    help="data-parallel over the processes of `mpiexec -n N` (DistOpt): each "
                    "rank trains on its own shard with --batch-size samples per step")
     return p
+
+
+def make_device(spec: str):
+    """The device of ``--device``; a clear message and exit when it is not available."""
+    from singa_graph.errors import DeviceError
+
+    try:
+        return sg_device.parse(spec)
+    except DeviceError as e:
+        raise SystemExit(f"--device {spec}: {e}") from None
 
 
 def load_data(args, image_size: int | None = None, mode: str = "pad", channels: int = 1):
@@ -103,7 +117,7 @@ def evaluate(model, x, y, batch_size: int) -> float:
     correct = 0
     for xb, yb in data.iterate_minibatches(x, y, batch_size, shuffle=False, drop_last=False):
         out = model(xb)
-        correct += int((np.argmax(out.data, axis=1) == yb).sum())
+        correct += int((np.argmax(out.to_numpy(), axis=1) == yb).sum())
     model.train()
     return correct / max(len(x), 1)
 
@@ -156,8 +170,12 @@ def train(model, args, dataset, name: str = "model") -> float:
         bs = min(bs, len(xtr) // world)
     say = print if rank == 0 else _silent  # one rank reports
     model.set_optimizer(sgd)
-    model.compile([xtr[:bs]], is_train=True, use_graph=args.graph, schedule=args.schedule)
+    dev = make_device(getattr(args, "device", "cpu"))
+    x0 = tensor.Tensor((bs,) + xtr.shape[1:], dev)  # parameters go where the input lives
+    model.compile([x0], is_train=True, use_graph=args.graph, schedule=args.schedule)
     mode = f"graph, schedule={args.schedule}" if args.graph else "eager"
+    if dev.kind != "cpu":
+        mode += f", on {dev}"
     if world > 1:
         mode += f", {world} ranks x batch {bs}"
     say(f"{name}: {len(xtr)} training / {len(xte)} test samples of shape {xtr.shape[1:]}, "
@@ -178,8 +196,8 @@ def train(model, args, dataset, name: str = "model") -> float:
         bar = _bar(batches, steps, f"epoch {epoch + 1}/{args.epochs}", args.quiet or rank)
         for xb, yb in bar:
             out, loss = model(xb, yb)
-            tot_loss += loss.data.item() * len(yb)
-            tot_correct += int((np.argmax(out.data, axis=1) == yb).sum())
+            tot_loss += loss.to_numpy().item() * len(yb)
+            tot_correct += int((np.argmax(out.to_numpy(), axis=1) == yb).sum())
             seen += len(yb)
             if bar is not None and hasattr(bar, "set_postfix"):
                 bar.set_postfix(loss=f"{tot_loss / seen:.4f}", acc=f"{tot_correct / seen:.3f}")

@@ -10,7 +10,8 @@ import time
 
 import numpy as np
 
-from singa_graph import autograd, layer, model, opt, random as sg_random, tensor
+from singa_graph import autograd, device, layer, model, opt, random as sg_random, tensor
+from singa_graph.cli import device_spec
 
 TEXT = ("the quick brown fox jumps over the lazy dog. " * 3
         + "singa builds the whole training step as one graph and plans its memory. ") * 2
@@ -32,7 +33,7 @@ class CharRNN(model.Model):
         n, steps = ids.shape
         e = self.embed(ids)  # (N, T, E)
         xs = [autograd.reshape(p, (n, -1)) for p in autograd.split(e, 1, [1] * steps)]
-        zeros = tensor.Tensor((n, self.hidden_size), requires_grad=False)
+        zeros = tensor.Tensor((n, self.hidden_size), ids.device, requires_grad=False)
         hs, _, _ = self.rnn(xs, (zeros, zeros))
         return self.dense(self.cat(hs))  # (T*N, vocab), time-major as the hs
 
@@ -64,6 +65,8 @@ def main(argv=None) -> list[float]:
     p.add_argument("--lr", type=float, default=0.5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--device", type=device_spec, default="cpu",
+                   help="cpu (default), cuda or cuda:N")
     args = p.parse_args(argv)
 
     sg_random.seed(args.seed)
@@ -71,14 +74,15 @@ def main(argv=None) -> list[float]:
     vocab, x, y = batches(TEXT, args.seq_len, args.batch_size, rng)
     m = CharRNN(len(vocab), args.hidden)
     m.set_optimizer(opt.SGD(lr=args.lr, momentum=0.9))
-    m.compile([x], is_train=True, use_graph=True)
+    m.compile([tensor.from_numpy(x, device.parse(args.device))], is_train=True,
+              use_graph=True)
     losses, start = [], time.perf_counter()
     for epoch in range(args.epochs):
         total = 0.0
         for _ in range(args.steps):
             _, x, y = batches(TEXT, args.seq_len, args.batch_size, rng)
             _, loss = m(x, y)
-            total += loss.data.item()
+            total += loss.to_numpy().item()
         losses.append(total / args.steps)
         if not args.quiet:
             print(f"epoch {epoch}: loss {losses[-1]:.3f}")

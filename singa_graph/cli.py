@@ -58,6 +58,16 @@ def float_in(low: float, high: float | None = None, low_open: bool = False):
     return parse
 
 
+def device_spec(text: str) -> str:
+    """An argparse ``type``: ``cpu``, ``cuda`` or ``cuda:N`` (the device is made later, so
+    ``--help`` works on machines without a GPU)."""
+    s = text.strip().lower()
+    if s in ("cpu", "cuda", "gpu") or (s.split(":", 1)[0] in ("cuda", "gpu") and
+                                       s.split(":", 1)[-1].isdigit()):
+        return s
+    raise argparse.ArgumentTypeError(f"{text!r} is not a device: use cpu, cuda or cuda:N")
+
+
 def examples_dir() -> str:
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "examples")
@@ -105,24 +115,27 @@ def cmd_train(args) -> int:
 
 
 def compiled_plan(model_name: str, batch_size: int, schedule: str, full: bool = False,
-                  train: bool = True):
+                  train: bool = True, device: str = "cpu"):
     """The compiled training (or inference) plan of an example model; nothing is run."""
     import numpy as np
 
     from . import opt, random as sg_random
     from .ir.tensor import Placeholder
+    from .runtime.device import parse
 
+    dev = parse(device)
     sg_random.seed(0)
     model, shape = build_model(model_name, batch_size, small=not full)
     model.set_optimizer(opt.SGD(lr=0.01, momentum=0.9))
-    x = Placeholder(shape, np.float32, name="x")
-    y = Placeholder((batch_size,), np.int32, name="y")
+    x = Placeholder(shape, np.float32, device=dev, name="x")
+    y = Placeholder((batch_size,), np.int32, device=dev, name="y")
     model.compile([x], is_train=train, use_graph=True, schedule=schedule)
     return model.plan_for(x, y) if train else model.plan_for(x)
 
 
 def cmd_info(args) -> int:
-    plan = compiled_plan(args.model, args.batch_size, args.schedule, args.full)
+    plan = compiled_plan(args.model, args.batch_size, args.schedule, args.full,
+                         device=args.device)
     print(plan.graph.summary())
     print(f"\nschedule: {plan.memory.schedule} ({len(plan.nodes)} steps)")
     r = plan.memory_report()
@@ -166,8 +179,10 @@ def cmd_import(args) -> int:
     from .errors import SingaGraphError
     from .onnx import load
 
+    from .runtime.device import parse
+
     try:
-        model = load(args.model)
+        model = load(args.model, device=parse(args.device))
     except SingaGraphError as e:
         print(f"singa-graph import: {e}", file=sys.stderr)
         return 1
@@ -215,7 +230,7 @@ def cmd_dump(args) -> int:
     fmt = args.format or (viz.format_of(args.output) if args.output else "html")
     out = args.output or f"{args.model}.{fmt}"
     plan = compiled_plan(args.model, args.batch_size, args.schedule, args.full,
-                         train=not args.eval)
+                         train=not args.eval, device=args.device)
     if args.profile:
         rng = np.random.default_rng(0)
         feeds = [rng.standard_normal(t.shape).astype(t.dtype) if t.dtype.kind == "f"
@@ -256,6 +271,8 @@ def make_parser() -> argparse.ArgumentParser:
                    help="default: %(default)s")
     i.add_argument("--full", action="store_true",
                    help="xception: the full 299x299 network instead of the small one")
+    i.add_argument("--device", type=device_spec, default="cpu",
+                   help="cpu (default), cuda or cuda:N")
     i.set_defaults(func=cmd_info)
 
     from .viz import FORMATS
@@ -282,6 +299,8 @@ def make_parser() -> argparse.ArgumentParser:
                    help="also print the arena's character map, one row per step")
     d.add_argument("--full", action="store_true",
                    help="xception: the full 299x299 network instead of the small one")
+    d.add_argument("--device", type=device_spec, default="cpu",
+                   help="cpu (default), cuda or cuda:N")
     d.set_defaults(func=cmd_dump)
 
     e = sub.add_parser("export", help="export an example model to ONNX",
@@ -304,13 +323,21 @@ def make_parser() -> argparse.ArgumentParser:
     m.add_argument("--epochs", type=int, default=1, help="default: %(default)s")
     m.add_argument("--lr", type=float, default=0.01, help="default: %(default)s")
     m.add_argument("-o", "--output", default=None, help="write the fine-tuned model here")
+    m.add_argument("--device", type=device_spec, default="cpu",
+                   help="cpu (default), cuda or cuda:N")
     m.set_defaults(func=cmd_import)
     return p
 
 
 def main(argv=None) -> int:
+    from .errors import DeviceError
+
     args = make_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except DeviceError as e:  # e.g. --device cuda without a GPU: say so, no traceback
+        print(f"singa-graph {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -109,7 +109,7 @@ class Model(Layer):
         self._plans.clear()
         first = inputs[0] if inputs else None
         object.__setattr__(self, "_device",
-                           first.device if isinstance(first, Tensor) else get_default_device())
+                           first.device if isinstance(first, Tensor) else self.device)
         phs = [self._placeholder(x, i) for i, x in enumerate(inputs)]
         self._onnx_inputs = phs  # input shapes for ONNX export and save()
         with building():
