@@ -147,8 +147,17 @@ class DistOpt:
         if differ:
             raise DistError(f"rank(s) {differ} hold a model whose parameter names, shapes or "
                             f"dtypes differ from rank 0's")
-        self.communicator.broadcast([t.data for _, t in items], 0, "initial broadcast")
+        self._broadcast([t for _, t in items])
         self.synced = True
+
+    def _broadcast(self, tensors) -> None:
+        """Rank 0's values into ``tensors`` on every rank; GPU tensors go through host
+        copies (MPICH from PyPI is not CUDA-aware)."""
+        hosts = [t.host_data() for t in tensors]  # the data itself on the CPU
+        self.communicator.broadcast(hosts, 0, "initial broadcast")
+        for t, h in zip(tensors, hosts):
+            if h is not t.data:
+                t.copy_from_numpy(h)
 
     def _sync_params(self, loss) -> None:
         from ..passes.autodiff import _reach
@@ -160,9 +169,8 @@ class DistOpt:
                     seen.add(id(x))
                     params.append(x)
         state = self.opt.state_tensors()
-        arrays = [p.data for p in params]  # creation order: the same on every rank
-        arrays += [state[k].data for k in sorted(state)]
-        self.communicator.broadcast(arrays, 0, "initial broadcast")
+        # creation order: the same on every rank
+        self._broadcast(params + [state[k] for k in sorted(state)])
         self.synced = True
 
     # the update rules -----------------------------------------------------------------

@@ -67,6 +67,8 @@ class ExecutionPlan:
             self.steps = [bind(n.op, [self._arrays[id(x)] for x in n.inputs],
                                [self._arrays[id(o)] for o in n.outputs], kind, ws.get(s))
                           for s, n in enumerate(self.nodes)]
+        # host mirrors of GPU collectives (MPI works on host memory), see kernels/cuda/dist
+        self.staging_bytes += sum(getattr(s, "host_bytes", 0) for s in self.steps)
         # the first step that writes persistent state: a failure before it changes nothing
         self._first_mutation = next((i for i, n in enumerate(self.nodes) if n.op.mutates),
                                     len(self.nodes))
@@ -235,7 +237,7 @@ class ExecutionPlan:
         r["owned_persistent_bytes"] = self._owned_bytes + self.created_state_bytes
         r["plan_bytes"] = self.arena.nbytes + r["owned_persistent_bytes"]
         r["device"] = str(self.device)
-        r["host_staging_bytes"] = self.staging_bytes
+        r["host_staging_bytes"] = self.staging_bytes  # page-locked host buffers (GPU plans)
         return r
 
     def profile(self, feeds=(), repeat: int = 10) -> "Profile":
