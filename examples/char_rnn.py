@@ -2,6 +2,7 @@
 of a short text, in graph mode, in the layout of SINGA's examples/rnn/char_rnn.py.
 
     python examples/char_rnn.py --epochs 30
+    python examples/char_rnn.py --epochs 1 --dump pics/   # pictures of the training plan
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 import numpy as np
 
 from singa_graph import autograd, device, layer, model, opt, random as sg_random, tensor
-from singa_graph.cli import device_spec
+from singa_graph.cli import device_spec, float_in, int_at_least
 
 TEXT = ("the quick brown fox jumps over the lazy dog. " * 3
         + "singa builds the whole training step as one graph and plans its memory. ") * 2
@@ -57,16 +58,19 @@ def batches(text, seq_len, batch_size, rng):
 
 def main(argv=None) -> list[float]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--epochs", type=int, default=30)
-    p.add_argument("--steps", type=int, default=10, help="batches per epoch")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--seq-len", type=int, default=12)
-    p.add_argument("--hidden", type=int, default=32)
-    p.add_argument("--lr", type=float, default=0.5)
+    p.add_argument("--epochs", type=int_at_least(0), default=30)
+    p.add_argument("--steps", type=int_at_least(1), default=10, help="batches per epoch")
+    p.add_argument("--batch-size", type=int_at_least(1), default=16)
+    p.add_argument("--seq-len", type=int_at_least(1), default=12)
+    p.add_argument("--hidden", type=int_at_least(1), default=32)
+    p.add_argument("--lr", type=float_in(0.0, low_open=True), default=0.5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--device", type=device_spec, default="cpu",
                    help="cpu (default), cuda or cuda:N")
+    p.add_argument("--dump", metavar="DIR", default=None,
+                   help="write pictures of the training plan into DIR (graph, schedule and "
+                   "memory timeline: html, dot, json, memory.svg, ...)")
     args = p.parse_args(argv)
 
     sg_random.seed(args.seed)
@@ -89,6 +93,11 @@ def main(argv=None) -> list[float]:
     if not args.quiet:
         print(f"{args.epochs} epochs in {time.perf_counter() - start:.1f}s; "
               f"memory: {m.memory_report()}")
+    if args.dump:
+        from singa_graph import viz
+
+        plan = m.plan_for(x, y)  # the cached training plan (compiled if no epoch ran)
+        print(f"wrote {', '.join(viz.dump_all(plan, args.dump, 'train'))}")
     return losses
 
 

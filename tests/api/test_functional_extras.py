@@ -54,3 +54,7 @@ def test_binary_cross_entropy_and_where_with_list_condition():
         F.globalaveragepool(sg.Placeholder((2, 3, 4, 4)), "nhwc")
     with pytest.raises(sg.ShapeError, match="cossim"):
         F.cossim(sg.Placeholder((2, 3)), sg.Placeholder((3, 3)))
+    with pytest.raises(sg.ShapeError, match="ranking_loss"):
+        F.ranking_loss(sg.Placeholder((4,)), sg.Placeholder((3,)))
+    with pytest.raises(sg.ShapeError, match="4-d"):
+        F.globalaveragepool(sg.Placeholder((2, 3, 4)))

@@ -77,6 +77,9 @@ def test_space_to_depth_matches_onnx_reference():
     (lambda x: ops.space_to_depth(x, 2), (1, 4, 3, 2), "divisible"),
     (lambda x: ops.gather(x, 0, [2]), (2, 3), "out of range"),
     (lambda x: ops.expand(x, [4]), (2, 3), "broadcast"),
+    (lambda x: ops.unsqueeze(x, [5]), (2, 3), "out of range"),
+    (lambda x: ops.unsqueeze(x, [0, 0]), (2, 3), "repeated"),
+    (lambda x: ops.onehot(5, x, 3, [0.0, 1.0]), (2,), "out of range"),
 ])
 def test_bad_input_raises_shape_error(fn, shape, msg):
     with pytest.raises(sg.ShapeError, match=msg):

@@ -139,7 +139,7 @@ def test_first_use_from_two_threads_of_a_fresh_process():
 @pytest.mark.parametrize("use_graph", [True, False], ids=["graph", "eager"])
 def test_one_model_from_two_threads_gives_the_sequential_result(use_graph):
     x, y = _data(0)[0]
-    steps = 30
+    steps = 150
     seq = _model(0, use_graph)
     for _ in range(2 * steps + 1):
         seq(x, y)

@@ -60,3 +60,30 @@ def test_example_dump_writes_pictures(tmp_path, capsys, monkeypatch):
         assert pickle.load(f)["device_traces"]
     with pytest.raises(SystemExit, match="graph mode"):
         cli.load_example("mlp").main(["--eager", "--dump", str(d), "--limit", "20"])
+
+
+def test_char_rnn_example_has_dump(tmp_path, capsys, monkeypatch):
+    """examples/char_rnn.py (not a `singa-graph` model) takes --dump DIR too."""
+    import importlib.util
+    import os
+    import shutil
+
+    from singa_graph import autograd
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "char_rnn.py")
+    spec = importlib.util.spec_from_file_location("char_rnn", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name in (
+        "dot", "rsvg-convert") else which(name, *a, **k))
+    d = tmp_path / "pics"
+    try:
+        mod.main(["--epochs", "0", "--quiet", "--dump", str(d)])
+    finally:
+        autograd.training = False  # the model switched it on; later tests expect the default
+    assert {"train.html", "train.dot", "train.json", "train.memory.svg",
+            "train.snapshot.pickle"} <= {p.name for p in d.iterdir()}
+    with pytest.raises(SystemExit):
+        mod.main(["--epochs", "-1"])
+    assert "--epochs: must be an integer >= 0" in capsys.readouterr().err
