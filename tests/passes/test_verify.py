@@ -225,6 +225,21 @@ def _tiny_graph():
     return Graph([d], inputs=[x]), x, a, b
 
 
+def test_validate_refuses_misordered_nodes_and_cycles():
+    """validate() walks the nodes once: a node reading what a later node produces is
+    refused, and a cycle always shows up that way."""
+    g, x, a, b = _tiny_graph()
+    g.validate()
+    exp_node, neg_node = a.creator, b.creator
+    g.nodes = [neg_node, exp_node] + [n for n in g.nodes if n not in (exp_node, neg_node)]
+    with pytest.raises(GraphError, match="before it is produced"):
+        g.validate()
+    g, x, a, b = _tiny_graph()
+    a.creator.inputs[0] = b  # exp now reads neg's output and neg reads exp's: a cycle
+    with pytest.raises(GraphError, match="before it is produced"):
+        g.validate()
+
+
 def test_fake_inplace_pair_whose_input_is_read_later_is_caught():
     g, x, a, b = _tiny_graph()
     mp = compile(g, schedule="sequential").memory
