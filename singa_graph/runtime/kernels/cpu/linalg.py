@@ -18,10 +18,13 @@ SPLIT_FLOPS = 1 << 24
 def split_matmul(a, b, y):
     """``np.matmul(a, b, out=y)`` as one step, split into per-thread blocks of rows (or of
     columns, when there are more of those) for large 2-d products."""
-    parts = threads.num_threads()
     m, n = y.shape[-2:]
-    if y.ndim != 2 or a.ndim != 2 or b.ndim != 2 or parts < 2 or \
-            2 * m * n * a.shape[1] < SPLIT_FLOPS:
+    # the size test first: asking Numba for its thread count costs more than it, and
+    # plans of deep models bind thousands of small products
+    if y.ndim != 2 or a.ndim != 2 or b.ndim != 2 or 2 * m * n * a.shape[1] < SPLIT_FLOPS:
+        return lambda: np.matmul(a, b, out=y)
+    parts = threads.num_threads()
+    if parts < 2:
         return lambda: np.matmul(a, b, out=y)
     if m >= n:
         cuts = [(t * m // parts, (t + 1) * m // parts) for t in range(parts)]
