@@ -6,6 +6,7 @@ import gc
 import threading
 
 from .fuse import fuse as _fuse
+from .liveness import StorageGroups
 from .memory import plan_memory
 from .schedule import schedule as _schedule
 
@@ -61,9 +62,11 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
             graph.validate()
         if fuse:
             _fuse(graph)
-        order = _schedule(graph, schedule)
+        base = StorageGroups(graph)  # aliases and persistence: shared by schedule and plan
+        order = _schedule(graph, schedule, base=base)
         if device is None and graph.inputs:
             device = graph.inputs[0].device
         kind = device.kind if device is not None else "cpu"
-        memory = plan_memory(graph, order, schedule=schedule, inplace=inplace, device=kind)
+        memory = plan_memory(graph, order, schedule=schedule, inplace=inplace, device=kind,
+                             base=base)
         return ExecutionPlan(graph, memory, fetches=fetches, device=device, poison=poison)

@@ -98,24 +98,21 @@ def workspace_sizes(order, device: str = "cpu") -> dict[int, int]:
 
 
 def plan_memory(graph, order, schedule: str = "", inplace: bool = True,
-                device: str | None = "cpu") -> MemoryPlan:
+                device: str | None = "cpu", base: StorageGroups | None = None) -> MemoryPlan:
     """Decide aliases, in-place reuse and arena offsets for ``graph`` run in ``order``.
 
     ``device`` is the kernel table whose workspace declarations are planned (None plans
-    none: a graph-only analysis)."""
-    groups = StorageGroups(graph, order, inplace=inplace)
+    none: a graph-only analysis). ``base``: a ``StorageGroups(graph)`` to start from (the
+    memory schedule has made one already)."""
+    groups = StorageGroups(graph, order, inplace=inplace, base=base)
     ws = workspace_sizes(order, device) if device is not None else {}
-    intervals = groups.intervals(order)
+    intervals, sizes = groups.lifetimes(order)
     intervals.update({("workspace", s): (s, s) for s in ws})
-    sizes = {g: groups.size(g) for g in intervals if not isinstance(g, tuple)}
     sizes.update({("workspace", s): b for s, b in ws.items()})
     prof = live_profile(sizes, intervals, len(order))
     offsets, arena = place(sizes, intervals)
-    alias_outs = {id(n.outputs[o]) for n in graph.nodes for o in n.op.alias}
-    no_reuse = sum(_align(max(t.nbytes, 1)) for t in graph.tensors()
-                   if not groups.persistent(groups.root(t)) and id(t) not in alias_outs)
-    no_reuse += sum(_align(b) for b in ws.values())
-    persistent = sum(groups.size(g) for g in groups.groups() if groups.persistent(g))
+    no_reuse = groups.no_reuse_bytes(_align) + sum(_align(b) for b in ws.values())
+    persistent = sum(groups.size(g) for g in groups.persistent_groups())
     workspace = {s: (offsets.pop(("workspace", s)), b) for s, b in ws.items()}
     for s in ws:
         del intervals[("workspace", s)]

@@ -22,32 +22,38 @@ from ..errors import GraphError
 POLICIES = ("sequential", "topological", "memory")
 
 
-def dependencies(graph) -> dict[int, set[int]]:
+def dependencies(graph, base=None) -> dict[int, set[int]]:
     """``node index -> indices of nodes that must run before it``.
 
     Data edges, plus mutation hazards: a node that writes input T in place runs after every
     earlier-created reader of T, and before every later-created reader of T. Readers of an
-    alias of T (a reshape view, an update's output) read T's bytes and count as readers of T.
+    alias of T (a reshape view, an update's output) read T's bytes and count as readers of T:
+    they are the readers of T's storage group before in-place merges.
+
+    ``base``: the graph's ``StorageGroups`` (its tables say who writes and reads what).
     """
-    nodes = graph.nodes
-    index = {n.id: i for i, n in enumerate(nodes)}
-    prod = {id(o): index[n.id] for n in nodes for o in n.outputs}
-    deps: dict[int, set[int]] = {i: set() for i in range(len(nodes))}
-    base: dict[int, int] = {}  # id(alias output) -> id of the tensor owning its bytes
-    for n in nodes:
-        for o, i in n.op.alias.items():
-            x = id(n.inputs[i])
-            base[id(n.outputs[o])] = base.get(x, x)
+    from .liveness import StorageGroups
+
+    t = (base if base is not None else StorageGroups(graph)).tables
+    producer, root, reads = t.producer, t.root, t.reads
+    # readers are needed only for the groups some node mutates: a list of every group's
+    # readers would be the largest structure of the pass
+    mutated = {root[k] for ks in t.mutated for k in ks}
+    deps: dict[int, set[int]] = {}
     readers: dict[int, list[int]] = {}
-    for i, n in enumerate(nodes):
-        for x in n.inputs:
-            if id(x) in prod:
-                deps[i].add(prod[id(x)])
-            readers.setdefault(base.get(id(x), id(x)), []).append(i)
-    for i, n in enumerate(nodes):
-        for k in n.op.mutates:
-            t = id(n.inputs[k])
-            for r in readers.get(base.get(t, t), ()):
+    for i, ins in enumerate(t.inputs):
+        ds = deps[i] = set()
+        for k in ins:
+            p = producer[k]
+            if p >= 0:
+                ds.add(p)
+        if mutated:
+            for g in reads[i]:
+                if g in mutated:
+                    readers.setdefault(g, []).append(i)
+    for i, ks in enumerate(t.mutated):
+        for k in ks:
+            for r in readers.get(root[k], ()):
                 if r < i:
                     deps[i].add(r)
                 elif r > i:
@@ -57,37 +63,35 @@ def dependencies(graph) -> dict[int, set[int]]:
     return deps
 
 
-def _kahn(graph, deps, pick, asap: bool = True) -> list:
-    """Kahn's algorithm; ``pick`` chooses among ready nodes. With ``asap``, nodes whose op
-    sets ``run_asap`` (optimizer updates) jump the queue the moment they become ready, and
-    nodes whose op sets ``run_late`` wait (first ready, first run) until nothing else is."""
-    n = len(graph.nodes)
-    indeg = [len(deps[i]) for i in range(n)]
-    succ: list[list[int]] = [[] for _ in range(n)]
+def _successors(deps) -> list[list[int]]:
+    succ: list[list[int]] = [[] for _ in range(len(deps))]
     for i, ds in deps.items():
         for d in ds:
             succ[d].append(i)
+    return succ
+
+
+def _kahn(graph, deps, pick, asap: bool = True, succ=None) -> list[int]:
+    """Kahn's algorithm, as node indices; ``pick`` chooses among ready nodes. With ``asap``,
+    nodes whose op sets ``run_asap`` (optimizer updates) jump the queue the moment they become
+    ready, and nodes whose op sets ``run_late`` wait (first ready, first run) until nothing
+    else is. ``succ``: :func:`_successors` of ``deps``, when the caller already has it."""
+    n = len(graph.nodes)
+    indeg = [len(deps[i]) for i in range(n)]
+    if succ is None:
+        succ = _successors(deps)
     order = []
     urgent: list[int] = []
     late: deque = deque()
-
-    def kind(i):
-        op = graph.nodes[i].op
-        return "urgent" if asap and op.run_asap else "late" if asap and op.run_late else ""
+    # the op's scheduling class, looked up once per node instead of at every push
+    kinds = [("urgent" if op.run_asap else "late" if op.run_late else "") if asap else ""
+             for op in (nd.op for nd in graph.nodes)]
 
     first = [i for i in range(n) if indeg[i] == 0]
-    urgent += [i for i in first if kind(i) == "urgent"]
-    late += [i for i in first if kind(i) == "late"]
-    state = pick.start([i for i in first if not kind(i)])
-
-    def ready(i):
-        k = kind(i)
-        if k == "urgent":
-            urgent.append(i)
-        elif k == "late":
-            late.append(i)
-        else:
-            pick.push(state, i)
+    urgent += [i for i in first if kinds[i] == "urgent"]
+    late += [i for i in first if kinds[i] == "late"]
+    state = pick.start([i for i in first if not kinds[i]])
+    push = pick.push
 
     while len(order) < n:
         if urgent:
@@ -102,8 +106,14 @@ def _kahn(graph, deps, pick, asap: bool = True) -> list:
         for s in succ[i]:
             indeg[s] -= 1
             if indeg[s] == 0:
-                ready(s)
-    return [graph.nodes[i] for i in order]
+                k = kinds[s]
+                if not k:
+                    push(state, s)
+                elif k == "urgent":
+                    urgent.append(s)
+                else:
+                    late.append(s)
+    return order
 
 
 class _Fifo:
@@ -127,38 +137,35 @@ class _Program:
     push = staticmethod(lambda q, i: heapq.heappush(q, i))
 
 
-def _greedy(graph, deps, groups) -> list:
-    """At each step run the ready node that adds the fewest live bytes (outputs it allocates
-    minus inputs it frees), ties broken by program order; ``run_late`` nodes only when nothing
-    else is ready, the all-reduce starts that they wait for as soon as they are ready.
+def _greedy(graph, deps, groups, succ=None) -> list[int]:
+    """As node indices: at each step run the ready node that adds the fewest live bytes
+    (outputs it allocates minus inputs it frees), ties broken by program order; ``run_late``
+    nodes only when nothing else is ready, the all-reduce starts that they wait for as soon as
+    they are ready.
 
     A node's gain only changes when one of its input groups gets down to its last reader, so
     ready nodes sit in a heap and are re-pushed then; stale entries are skipped when popped
     (O(n log n) instead of scanning every ready node at every step)."""
     nodes = graph.nodes
     n = len(nodes)
-    ins = [[g for g in {groups.root(x) for x in nd.inputs} if not groups.persistent(g)]
-           for nd in nodes]
-    alloc = [sum(groups.size(g) for g in {groups.root(o) for o in nd.outputs}
-                 if not groups.persistent(g) and groups.first_writer(g) is nd)
-             for nd in nodes]
+    t = groups.tables
+    persistent, size, producer = t.persistent, t.size, t.producer
+    ins = [[g for g in set(gs) if not persistent[g]] for gs in t.reads]
+    alloc = [sum(size[g] for g in set(gs) if not persistent[g] and producer[g] == i)
+             for i, gs in enumerate(t.writes)]
     readers: dict[int, list[int]] = {}
     for i, gs in enumerate(ins):
         for g in gs:
             readers.setdefault(g, []).append(i)
     readers_left = {g: len(rs) for g, rs in readers.items()}
-    succ: list[list[int]] = [[] for _ in range(n)]
+    if succ is None:
+        succ = _successors(deps)
     indeg = [len(deps[i]) for i in range(n)]
-    for i, ds in deps.items():
-        for d in ds:
-            succ[d].append(i)
-
-    def delta(i):
-        return alloc[i] - sum(groups.size(g) for g in ins[i] if readers_left[g] == 1)
+    rank = [(nd.op.run_late, -_starts_comm(nd.op)) for nd in nodes]
 
     def key(i):
-        op = nodes[i].op
-        return (op.run_late, -_starts_comm(op), delta(i), i)
+        gain = sum(size[g] for g in ins[i] if readers_left[g] == 1)
+        return (*rank[i], alloc[i] - gain, i)
 
     ready = {i for i in range(n) if indeg[i] == 0}
     heap = [key(i) for i in ready]
@@ -184,7 +191,7 @@ def _greedy(graph, deps, groups) -> list:
                 heapq.heappush(heap, key(s))
     if len(order) < n:
         raise GraphError("graph has a cycle (through data or in-place hazards)")
-    return [nodes[i] for i in order]
+    return order
 
 
 def _starts_comm(op) -> bool:
@@ -192,27 +199,33 @@ def _starts_comm(op) -> bool:
     return bool(getattr(op, "starts_comm", False))
 
 
-def schedule(graph, policy: str = "memory") -> list:
-    """An execution order of ``graph.nodes`` under ``policy`` (see the module docstring)."""
+def schedule(graph, policy: str = "memory", base=None) -> list:
+    """An execution order of ``graph.nodes`` under ``policy`` (see the module docstring).
+    ``base``: a ``StorageGroups(graph)`` to reuse (the memory plan needs one too)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown schedule {policy!r}; choose one of {POLICIES}")
-    deps = dependencies(graph)
-    if policy == "sequential":
-        return _kahn(graph, deps, _Program, asap=False)  # creation order whenever legal
-    if policy == "topological":
-        return _kahn(graph, deps, _Fifo)
-    from .liveness import StorageGroups, live_bytes_peak
+    from .liveness import StorageGroups
 
-    base = StorageGroups(graph)
-    candidates = [_kahn(graph, deps, _Program), _kahn(graph, deps, _Fifo),
-                  _kahn(graph, deps, _Lifo), _greedy(graph, deps, base)]
+    if base is None:
+        base = StorageGroups(graph)
+    deps = dependencies(graph, base)
+    nodes = graph.nodes
+    if policy == "sequential":  # creation order whenever legal
+        return [nodes[i] for i in _kahn(graph, deps, _Program, asap=False)]
+    if policy == "topological":
+        return [nodes[i] for i in _kahn(graph, deps, _Fifo)]
+    from .liveness import steps_peak
+
+    succ = _successors(deps)
+    candidates = [_kahn(graph, deps, _Program, succ=succ), _kahn(graph, deps, _Fifo, succ=succ),
+                  _kahn(graph, deps, _Lifo, succ=succ), _greedy(graph, deps, base, succ=succ)]
     best, best_peak, seen = None, None, set()
-    for order in candidates:
-        key = tuple(n.id for n in order)
+    for steps in candidates:
+        key = tuple(steps)
         if key in seen:  # orders often coincide on chains: evaluate each once
             continue
         seen.add(key)
-        p = live_bytes_peak(graph, order, base=base)
+        p = steps_peak(base, steps)
         if best is None or p < best_peak:
-            best, best_peak = order, p
-    return best
+            best, best_peak = steps, p
+    return [nodes[i] for i in best]
