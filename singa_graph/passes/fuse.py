@@ -26,7 +26,9 @@ def fuse(graph) -> int:
 
     The two rewrites are independent (the backward one reads the ReLU output ``z``, which
     the fused producer still writes), so one pass over the nodes does both."""
-    consumers = _consumers(graph)
+    consumers = _consumers(graph, _candidates(graph))
+    if not consumers:
+        return 0
     outputs = {id(t) for t in graph.outputs}
     drop, replace = set(), {}
     for n in graph.nodes:
@@ -47,11 +49,31 @@ def fuse(graph) -> int:
     return len(drop)
 
 
-def _consumers(graph) -> dict[int, list]:
-    out: dict[int, list] = {}
+def _candidates(graph) -> set[int]:
+    """Ids of the tensors a rewrite would hide: a ReLU's input made by a RELU_PRODUCERS op,
+    a BatchNorm2dGrad's gradient input made by a ReLUGrad."""
+    out = set()
     for n in graph.nodes:
-        for x in n.inputs:
-            out.setdefault(id(x), []).append(n)
+        if n.type == "ReLU":
+            src = n.inputs[0].creator
+            if src is not None and src.type in RELU_PRODUCERS:
+                out.add(id(n.inputs[0]))
+        elif n.type == "BatchNorm2dGrad":
+            g = n.inputs[0].creator
+            if g is not None and g.type == "ReLUGrad":
+                out.add(id(n.inputs[0]))
+    return out
+
+
+def _consumers(graph, wanted: set[int]) -> dict[int, list]:
+    """The nodes reading each tensor in ``wanted`` (not every tensor's: on a deep graph
+    without convolutions or batch norms that map would be most of this pass)."""
+    out: dict[int, list] = {k: [] for k in wanted}
+    if wanted:
+        for n in graph.nodes:
+            for x in n.inputs:
+                if id(x) in wanted:
+                    out[id(x)].append(n)
     return out
 
 
