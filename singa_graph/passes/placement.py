@@ -39,10 +39,15 @@ def align(n: int) -> int:
 
 def peak(sizes: dict, intervals: dict) -> int:
     """The largest sum of sizes live at one step: no placement can use a smaller arena."""
+    return _peak((sizes[k], a, b) for k, (a, b) in intervals.items())
+
+
+def _peak(buffers) -> int:
+    """:func:`peak` of ``(size, first step, last step)`` triples."""
     events: dict[int, int] = {}
-    for k, (a, b) in intervals.items():
-        events[a] = events.get(a, 0) + sizes[k]
-        events[b + 1] = events.get(b + 1, 0) - sizes[k]
+    for n, a, b in buffers:
+        events[a] = events.get(a, 0) + n
+        events[b + 1] = events.get(b + 1, 0) - n
     cur = best = 0
     for t in sorted(events):
         cur += events[t]
@@ -106,27 +111,51 @@ class _FreeBlocks:
             self._add(off, size)
 
 
+class _Keys:
+    """The keys of a placement problem as parallel lists, in the intervals' order: the
+    sweeps and the bound read lists, not a dict per key per look-up."""
+
+    def __init__(self, sizes: dict, intervals: dict):
+        self.keys = list(intervals)
+        spans = [intervals[k] for k in self.keys]
+        self.first = [a for a, _ in spans]
+        self.last = [b for _, b in spans]
+        self.size = [sizes[k] for k in self.keys]
+        self.need = [align(n) for n in self.size]
+
+    def floor(self) -> int:
+        """:func:`peak` of the aligned sizes."""
+        return _peak(zip(self.need, self.first, self.last))
+
+
 def sweep(sizes: dict, intervals: dict, longest_first: bool = False) -> tuple[dict, int]:
     """Place keys in step order into best-fitting free blocks (see the module docstring).
     Keys starting at the same step go largest first (``longest_first``: longest-lived
     first, so long-lived buffers settle low)."""
+    return _sweep(_Keys(sizes, intervals), longest_first)
+
+
+def _sweep(keys: _Keys, longest_first: bool) -> tuple[dict, int]:
+    first, last, size, need = keys.first, keys.last, keys.size, keys.need
     if longest_first:
-        def prio(k):
-            return (intervals[k][0], -(intervals[k][1] - intervals[k][0]), -sizes[k])
+        def prio(i):
+            return (first[i], -(last[i] - first[i]), -size[i])
     else:
-        def prio(k):
-            return (intervals[k][0], -sizes[k], -(intervals[k][1] - intervals[k][0]))
-    starts = sorted(intervals, key=prio)
-    ends = sorted(intervals, key=lambda k: intervals[k][1])
-    free, offsets, j = _FreeBlocks(), {}, 0
-    for k in starts:
-        a = intervals[k][0]
-        while j < len(ends) and intervals[ends[j]][1] < a:
+        def prio(i):
+            return (first[i], -size[i], -(last[i] - first[i]))
+    everything = range(len(first))
+    starts = sorted(everything, key=prio)  # stable: ties keep the intervals' order
+    ends = sorted(everything, key=last.__getitem__)
+    free, offset, j = _FreeBlocks(), [0] * len(first), 0
+    for i in starts:
+        a = first[i]
+        while j < len(ends) and last[ends[j]] < a:
             e = ends[j]
-            free.give(offsets[e], align(sizes[e]))
+            free.give(offset[e], need[e])
             j += 1
-        offsets[k] = free.take(align(sizes[k]))
-    return offsets, free.high
+        offset[i] = free.take(need[i])
+    names = keys.keys
+    return {names[i]: offset[i] for i in starts}, free.high
 
 
 # ---------------------------------------------------------------------------- greedy
@@ -166,10 +195,11 @@ def place(sizes: dict, intervals: dict) -> tuple[dict, int]:
     ``intervals[key] = (first, last)`` steps (inclusive); offsets are ``ALIGN``-aligned."""
     if not intervals:
         return {}, 0
-    floor = peak({k: align(sizes[k]) for k in intervals}, intervals)
+    keys = _Keys(sizes, intervals)
+    floor = keys.floor()
     best = None
     for longest in (False, True):
-        cand = sweep(sizes, intervals, longest_first=longest)
+        cand = _sweep(keys, longest)
         if best is None or cand[1] < best[1]:
             best = cand
         if best[1] <= floor:
