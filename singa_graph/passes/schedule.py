@@ -71,11 +71,19 @@ def _successors(deps) -> list[list[int]]:
     return succ
 
 
-def _kahn(graph, deps, pick, asap: bool = True, succ=None) -> list[int]:
+def _op_flags(graph) -> list[tuple[bool, bool, bool]]:
+    """``(run_asap, run_late, starts communication)`` of each node's op: read once per
+    schedule, not once per candidate order (each read touches every node and op)."""
+    return [(op.run_asap, op.run_late, _starts_comm(op))
+            for op in (nd.op for nd in graph.nodes)]
+
+
+def _kahn(graph, deps, pick, asap: bool = True, succ=None, flags=None) -> list[int]:
     """Kahn's algorithm, as node indices; ``pick`` chooses among ready nodes. With ``asap``,
     nodes whose op sets ``run_asap`` (optimizer updates) jump the queue the moment they become
     ready, and nodes whose op sets ``run_late`` wait (first ready, first run) until nothing
-    else is. ``succ``: :func:`_successors` of ``deps``, when the caller already has it."""
+    else is. ``succ``, ``flags``: :func:`_successors` of ``deps`` and :func:`_op_flags`, when
+    the caller already has them."""
     n = len(graph.nodes)
     indeg = [len(deps[i]) for i in range(n)]
     if succ is None:
@@ -83,9 +91,11 @@ def _kahn(graph, deps, pick, asap: bool = True, succ=None) -> list[int]:
     order = []
     urgent: list[int] = []
     late: deque = deque()
-    # the op's scheduling class, looked up once per node instead of at every push
-    kinds = [("urgent" if op.run_asap else "late" if op.run_late else "") if asap else ""
-             for op in (nd.op for nd in graph.nodes)]
+    if asap:  # the op's scheduling class, looked up once per node, not at every push
+        kinds = [("urgent" if a else "late" if z else "")
+                 for a, z, _ in (flags if flags is not None else _op_flags(graph))]
+    else:
+        kinds = [""] * n
 
     first = [i for i in range(n) if indeg[i] == 0]
     urgent += [i for i in first if kinds[i] == "urgent"]
@@ -137,7 +147,7 @@ class _Program:
     push = staticmethod(lambda q, i: heapq.heappush(q, i))
 
 
-def _greedy(graph, deps, groups, succ=None) -> list[int]:
+def _greedy(graph, deps, groups, succ=None, flags=None) -> list[int]:
     """As node indices: at each step run the ready node that adds the fewest live bytes
     (outputs it allocates minus inputs it frees), ties broken by program order; ``run_late``
     nodes only when nothing else is ready, the all-reduce starts that they wait for as soon as
@@ -161,7 +171,7 @@ def _greedy(graph, deps, groups, succ=None) -> list[int]:
     if succ is None:
         succ = _successors(deps)
     indeg = [len(deps[i]) for i in range(n)]
-    rank = [(nd.op.run_late, -_starts_comm(nd.op)) for nd in nodes]
+    rank = [(z, -c) for _, z, c in (flags if flags is not None else _op_flags(graph))]
 
     def key(i):
         gain = sum(size[g] for g in ins[i] if readers_left[g] == 1)
@@ -216,9 +226,10 @@ def schedule(graph, policy: str = "memory", base=None) -> list:
         return [nodes[i] for i in _kahn(graph, deps, _Fifo)]
     from .liveness import steps_peak
 
-    succ = _successors(deps)
-    candidates = [_kahn(graph, deps, _Program, succ=succ), _kahn(graph, deps, _Fifo, succ=succ),
-                  _kahn(graph, deps, _Lifo, succ=succ), _greedy(graph, deps, base, succ=succ)]
+    succ, flags = _successors(deps), _op_flags(graph)
+    candidates = [_kahn(graph, deps, pick, succ=succ, flags=flags)
+                  for pick in (_Program, _Fifo, _Lifo)]
+    candidates.append(_greedy(graph, deps, base, succ=succ, flags=flags))
     best, best_peak, seen = None, None, set()
     for steps in candidates:
         key = tuple(steps)
