@@ -189,14 +189,21 @@ class StorageGroups:
 
     def groups(self) -> dict[int, list]:
         """``group -> its tensors``, groups and tensors in the order of ``graph.tensors()``."""
-        t, out = self._t, {}
+        return {g: members for g, _, members in self.members()}
+
+    def members(self) -> list[tuple[int, object, list]]:
+        """``(group, its root tensor, its tensors)`` for every group, in the order of
+        :meth:`groups` (what binding a plan needs, without a look-up per group)."""
+        t = self._t
+        slot: dict[int, list] = {}  # root index -> its tensors
+        out = []
         for k in t.canonical:
-            g = t.ids[self._group(k)]
-            lst = out.get(g)
+            r = self._group(k)
+            lst = slot.get(r)
             if lst is None:
-                out[g] = [t.objs[k]]
-            else:
-                lst.append(t.objs[k])
+                lst = slot[r] = []
+                out.append((t.ids[r], t.objs[r], lst))
+            lst.append(t.objs[k])
         return out
 
     def no_reuse_bytes(self, align) -> int:

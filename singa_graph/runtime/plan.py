@@ -81,8 +81,7 @@ class ExecutionPlan:
         dev = self.device
         groups = mp.groups
         arrays: dict = {}
-        for g, members in groups.groups().items():
-            root = groups.tensors[g]
+        for g, root, members in groups.members():
             if groups.persistent(g):
                 base = root.data
                 if base is None:
@@ -96,12 +95,18 @@ class ExecutionPlan:
                     raise GraphError(f"leaf {root.name} has no data and is not a graph input")
                 if isinstance(base, np.ndarray) and not base.flags.c_contiguous:
                     base = np.ascontiguousarray(base)
-                buf = base.reshape(-1).view(np.uint8)
+                buf, off = base.reshape(-1).view(np.uint8), 0
             else:
-                off = mp.offsets[g]
-                buf = self.arena[off:off + root.nbytes]
-            for t in members:
-                arrays[id(t)] = buf[:t.nbytes].view(t.dtype).reshape(t.shape)
+                buf, off = self.arena, mp.offsets[g]
+            if isinstance(buf, np.ndarray):
+                # one constructor call per tensor: slicing, viewing and reshaping a region
+                # costs twice as much, for every tensor of the plan
+                for t in members:
+                    arrays[id(t)] = np.ndarray(t.shape, t.dtype, buf, off)
+            else:  # a device array
+                region = buf[off:off + root.nbytes]
+                for t in members:
+                    arrays[id(t)] = region[:t.nbytes].view(t.dtype).reshape(t.shape)
         for t in self.graph.inputs:  # an input no node reads still takes (and ignores) a feed
             if id(t) not in arrays:
                 arrays[id(t)] = dev.zeros(t.shape, t.dtype)
