@@ -23,6 +23,11 @@ def gc_paused():
     graphs grows faster than linearly. Compiling makes few reference cycles, so pausing the
     collector costs no memory worth mentioning. Nested and concurrent uses share one pause;
     a collector the user disabled stays disabled.
+
+    When the pause ends, every object made during it is still in the youngest generation,
+    and the first collection after it would walk them all (the whole graph and plan, a
+    cost growing faster than the graph: cache misses) only to find them alive and move
+    them up. :func:`_promote_all` moves them to the oldest generation at once instead.
     """
     with _gc_lock:
         if _gc_paused["depth"] == 0:
@@ -35,7 +40,19 @@ def gc_paused():
         with _gc_lock:
             _gc_paused["depth"] -= 1
             if _gc_paused["depth"] == 0 and _gc_paused["was_enabled"]:
+                _promote_all()
                 gc.enable()
+
+
+def _promote_all() -> None:
+    """Move every object the collector tracks to its oldest generation, without a scan:
+    ``gc.freeze()`` moves them all to the permanent generation and ``gc.unfreeze()`` puts
+    them back into the oldest one (both splice lists). Young garbage cycles are then found
+    by the next full collection rather than the next young one. Skipped when the program
+    froze objects itself (for copy-on-write after fork): unfreezing would undo that."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
 
 
 def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: bool = False,
