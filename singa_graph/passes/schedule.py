@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from itertools import filterfalse
 
 from ..errors import GraphError
 
@@ -156,48 +157,57 @@ def _greedy(graph, deps, groups, succ=None, flags=None) -> list[int]:
     A node's gain only changes when one of its input groups gets down to its last reader, so
     ready nodes sit in a heap and are re-pushed then; stale entries are skipped when popped
     (O(n log n) instead of scanning every ready node at every step)."""
-    nodes = graph.nodes
-    n = len(nodes)
+    n = len(graph.nodes)
     t = groups.tables
-    persistent, size, producer = t.persistent, t.size, t.producer
-    ins = [[g for g in set(gs) if not persistent[g]] for gs in t.reads]
-    alloc = [sum(size[g] for g in set(gs) if not persistent[g] and producer[g] == i)
-             for i, gs in enumerate(t.writes)]
-    readers: dict[int, list[int]] = {}
+    persistent, size, producer, root = t.persistent, t.size, t.producer, t.root
+    # per node: the transient groups it reads (each once); plain lists indexed by group
+    # below, as this runs once per node and per ready push on graphs of any size
+    ins = [list(filterfalse(persistent.__getitem__, set(gs))) for gs in t.reads]
+    alloc = [0] * n  # bytes of the transient groups each node writes first
+    for g, p in enumerate(producer):
+        if p >= 0 and root[g] == g and not persistent[g]:
+            alloc[p] += size[g]
+    readers: list = [None] * len(root)
     for i, gs in enumerate(ins):
         for g in gs:
-            readers.setdefault(g, []).append(i)
-    readers_left = {g: len(rs) for g, rs in readers.items()}
+            if readers[g] is None:
+                readers[g] = [i]
+            else:
+                readers[g].append(i)
+    readers_left = [0 if rs is None else len(rs) for rs in readers]
     if succ is None:
         succ = _successors(deps)
     indeg = [len(deps[i]) for i in range(n)]
     rank = [(z, -c) for _, z, c in (flags if flags is not None else _op_flags(graph))]
 
     def key(i):
-        gain = sum(size[g] for g in ins[i] if readers_left[g] == 1)
+        gain = 0
+        for g in ins[i]:
+            if readers_left[g] == 1:
+                gain += size[g]
         return (*rank[i], alloc[i] - gain, i)
 
-    ready = {i for i in range(n) if indeg[i] == 0}
-    heap = [key(i) for i in ready]
+    ready = [indeg[i] == 0 for i in range(n)]
+    heap = [key(i) for i in range(n) if ready[i]]
     heapq.heapify(heap)
     order = []
     while heap:
         k = heapq.heappop(heap)
         i = k[-1]
-        if i not in ready or k != key(i):
+        if not ready[i] or k != key(i):
             continue
-        ready.discard(i)
+        ready[i] = False
         order.append(i)
         for g in ins[i]:
             readers_left[g] -= 1
             if readers_left[g] == 1:  # its last reader now frees it: that gain grows
                 for r in readers[g]:
-                    if r in ready:
+                    if ready[r]:
                         heapq.heappush(heap, key(r))
         for s in succ[i]:
             indeg[s] -= 1
             if indeg[s] == 0:
-                ready.add(s)
+                ready[s] = True
                 heapq.heappush(heap, key(s))
     if len(order) < n:
         raise GraphError("graph has a cycle (through data or in-place hazards)")
