@@ -112,23 +112,28 @@ class Graph:
         One walk over the nodes: when every input is a leaf or an earlier node's output (and
         each output has one creator), the node list is a topological order, so the graph has
         no cycle; a cycle shows up as a node reading what a later node produces."""
-        produced_anywhere = {id(o) for n in self.nodes for o in n.outputs}
-        produced: set[int] = set()
+        first_writer: dict[int, int] = {}  # id(tensor) -> position of its first producer
+        for p, n in enumerate(self.nodes):
+            for o in n.outputs:
+                first_writer.setdefault(id(o), p)
         names = set()
-        for n in self.nodes:
+        for p, n in enumerate(self.nodes):
             if n.name in names:
                 raise GraphError(f"duplicate node name {n.name!r}")
             names.add(n.name)
             for x in n.inputs:
-                if id(x) in produced_anywhere and id(x) not in produced:
-                    raise GraphError(f"node {n.name} reads {x.name} before it is produced")
-                if x.creator is None and x.data is None and not isinstance(x, Placeholder):
+                w = first_writer.get(id(x))
+                if w is not None:
+                    if w >= p:  # produced, but by no earlier node
+                        raise GraphError(f"node {n.name} reads {x.name} before it is "
+                                         "produced")
+                    # an earlier node's output: its creator was checked there
+                elif x.creator is None and x.data is None and not isinstance(x, Placeholder):
                     raise GraphError(f"node {n.name} reads {x.name}, a symbolic tensor with "
                                      "no producer")
             for o in n.outputs:
                 if o.creator is not n:
                     raise GraphError(f"output {o.name} of {n.name} has another creator")
-                produced.add(id(o))
         # a graph output that no node produces is a leaf (a model may return its input)
 
     def to_networkx(self) -> nx.DiGraph:
