@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import DeviceError, DTypeError, GraphError, ShapeError, StateUndefinedError
 from .checks import check_feed_values, check_indices, index_feed_checks
 from .device import get_default_device
-from .registry import bind
+from .registry import binder
 
 
 class ExecutionPlan:
@@ -64,8 +64,9 @@ class ExecutionPlan:
         self.nodes = list(memory.order)
         ws = {s: self.arena[off:off + n] for s, (off, n) in memory.workspace.items()}
         with dev.activate():
-            self.steps = [bind(n.op, [self._arrays[id(x)] for x in n.inputs],
-                               [self._arrays[id(o)] for o in n.outputs], kind, ws.get(s))
+            bind_op, array = binder(kind), self._arrays.__getitem__
+            self.steps = [bind_op(n.op, list(map(array, map(id, n.inputs))),
+                                  list(map(array, map(id, n.outputs))), ws.get(s))
                           for s, n in enumerate(self.nodes)]
         # host mirrors of GPU collectives (MPI works on host memory), see kernels/cuda/dist
         self.staging_bytes += sum(getattr(s, "host_bytes", 0) for s in self.steps)

@@ -71,7 +71,25 @@ def bind(op, ins, outs, device: str = "cpu", ws=None) -> Callable:
     ``ws`` must hold at least :func:`workspace_bytes` bytes when the kernel declares any.
     """
     threads.apply()
-    factory = get_kernel(op.type, device)
+    return _bind(get_kernel(op.type, device), op, ins, outs, device, ws)
+
+
+def binder(device: str = "cpu") -> Callable:
+    """:func:`bind` for the many nodes of one plan, ``(op, ins, outs, ws) -> step``: the
+    process-wide set-up (thread policy, kernel table) is checked once, not once per node."""
+    threads.apply()
+    _load(device)
+
+    def bind_op(op, ins, outs, ws=None):
+        factory = KERNELS.get((op.type, device))
+        if factory is None:
+            raise UnsupportedOpError(f"no {device} kernel for op {op.type}")
+        return _bind(factory, op, ins, outs, device, ws)
+
+    return bind_op
+
+
+def _bind(factory, op, ins, outs, device, ws) -> Callable:
     fn = WORKSPACE.get((op.type, device))
     if fn is None:
         return factory(op, ins, outs)
