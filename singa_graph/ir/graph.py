@@ -34,7 +34,7 @@ class Graph:
             seen[n.id] = n
             stack.extend(x.creator for x in n.inputs if x.creator is not None)
         self.nodes = [seen[k] for k in sorted(seen)]
-        found = [t for t in self.leaves() if isinstance(t, Placeholder)]
+        found = self._placeholders()
         if inputs is None:
             self.inputs = found
         else:
@@ -82,6 +82,20 @@ class Graph:
                     out.append(x)
         for t in self.outputs:
             if id(t) not in produced and id(t) not in seen:
+                seen.add(id(t))
+                out.append(t)
+        return out
+
+    def _placeholders(self) -> list[Placeholder]:
+        """The Placeholders among :meth:`leaves`, in the same order, in one walk: ops make
+        plain Tensors, so a Placeholder is never a node's output and is always a leaf."""
+        out, seen = [], set()
+        for t in (x for n in self.nodes for x in n.inputs):
+            if isinstance(t, Placeholder) and id(t) not in seen:
+                seen.add(id(t))
+                out.append(t)
+        for t in self.outputs:
+            if isinstance(t, Placeholder) and id(t) not in seen:
                 seen.add(id(t))
                 out.append(t)
         return out
