@@ -101,15 +101,15 @@ class _Tables:
                                         if persistent[g] and root[g] == g)
         size = self.size = [t.nbytes for t in objs]
 
-        # per node: base groups read and written, the transient ones it touches (outputs
+        # per node: the base groups it reads, the transient ones it touches (outputs
         # first), and its in-place candidates (input, output, their groups, output bytes);
         # built with map/compress, as these run once per node of a possibly huge graph
         group = root.__getitem__
         transient = [not x for x in persistent].__getitem__
         self.reads = [tuple(map(group, ins)) for ins in inputs]
-        self.writes = [tuple(map(group, outs)) for outs in outputs]
+        writes = [tuple(map(group, outs)) for outs in outputs]
         self.touches = [tuple(compress(w + r, map(transient, w + r)))
-                        for w, r in zip(self.writes, self.reads)]
+                        for w, r in zip(writes, self.reads)]
         self.inplace = [()] * len(nodes)
         for p in may_inplace:
             n, ins, outs = nodes[p], inputs[p], outputs[p]
