@@ -1,6 +1,9 @@
 """Checks that a memory plan is safe to run. Tests call :func:`verify` on every plan."""
 from __future__ import annotations
 
+import bisect
+import heapq
+
 from ..errors import PlanError
 from .schedule import dependencies
 
@@ -49,23 +52,36 @@ def verify(plan) -> None:
 
 
 def _check_overlaps(mp) -> None:
+    """A sweep over the buffers in start order. The live ones are kept sorted by offset
+    (they are pairwise disjoint, or an error was raised), so a new buffer overlaps one of
+    them exactly when it overlaps its neighbour below or above: O(n log n), where testing
+    every live buffer was quadratic on deep graphs, whose activations all live at once."""
     from .memory import _align
 
     for g in mp.intervals:
         if g not in mp.offsets:
             raise PlanError(f"transient buffer {g} has no offset")
     events = sorted(mp.buffers(), key=lambda b: b[3])
-    active: list[tuple[int, int, int, object]] = []  # (end, lo, hi, key)
-    for key, lo, size, a, b in events:
+    by_offset: list[tuple[int, int, int]] = []  # (lo, hi, seq) of the live buffers
+    ends: list[tuple[int, int, int, int]] = []  # heap of (last step, seq, lo, hi)
+    live: dict[int, tuple[int, int, object]] = {}  # seq -> (lo, hi, key), oldest first
+    for seq, (key, lo, size, a, b) in enumerate(events):
         hi = lo + _align(max(size, 1))
         if lo < 0 or hi > mp.arena_bytes:
             raise PlanError(f"buffer [{lo}, {hi}) lies outside the arena of {mp.arena_bytes}")
-        active = [t for t in active if t[0] >= a]
-        for end, lo2, hi2, key2 in active:
-            if lo < hi2 and lo2 < hi:
-                raise PlanError(f"live buffers {_label(mp, key)} and {_label(mp, key2)} "
-                                "overlap in the arena")
-        active.append((b, lo, hi, key))
+        while ends and ends[0][0] < a:  # buffers dead before this one starts
+            _, old, lo2, hi2 = heapq.heappop(ends)
+            del by_offset[bisect.bisect_left(by_offset, (lo2, hi2, old))]
+            del live[old]
+        i = bisect.bisect_left(by_offset, (lo, hi, seq))
+        if (i > 0 and by_offset[i - 1][1] > lo) or (i < len(by_offset)
+                                                     and by_offset[i][0] < hi):
+            key2 = next(k for lo2, hi2, k in live.values() if lo < hi2 and lo2 < hi)
+            raise PlanError(f"live buffers {_label(mp, key)} and {_label(mp, key2)} "
+                            "overlap in the arena")
+        by_offset.insert(i, (lo, hi, seq))
+        heapq.heappush(ends, (b, seq, lo, hi))
+        live[seq] = (lo, hi, key)
 
 
 def _label(mp, key) -> str:
@@ -76,6 +92,10 @@ def _label(mp, key) -> str:
 
 def _check_inplace(groups, order, step) -> None:
     members = groups.groups()
+    reads: dict[int, list[int]] = {}  # id(tensor) -> the steps that read it, ascending
+    for s, n in enumerate(order):
+        for x in n.inputs:
+            reads.setdefault(id(x), []).append(s)
     for n, y, x in groups.inplace_pairs:
         if not any(n.outputs[o] is y and n.inputs[i] is x for o, i in n.op.inplace.items()):
             raise PlanError(f"{n.name} writes {y.name} over {x.name} without declaring it")
@@ -83,6 +103,10 @@ def _check_inplace(groups, order, step) -> None:
         g = groups.root(x)
         old = {id(t) for t in members[g]
                if t.creator is None or step.get(t.creator.id, -1) < s}
-        for later in order[s + 1:]:
-            if any(id(t) in old for t in later.inputs):
-                raise PlanError(f"{later.name} reads a buffer that {n.name} overwrote in place")
+        # the first step after s reading an overwritten tensor (a look-up per tensor, not
+        # a walk over every later step per in-place write)
+        later = [r[bisect.bisect_right(r, s)] for r in map(reads.get, old)
+                 if r and r[-1] > s]
+        if later:
+            raise PlanError(f"{order[min(later)].name} reads a buffer that {n.name} "
+                            "overwrote in place")

@@ -96,6 +96,40 @@ def test_overlapping_live_buffers_are_caught(train):
         verify(_tampered(mp, offsets=offsets))
 
 
+def test_overlap_sweep_agrees_with_comparing_every_pair():
+    """verify keeps the live buffers sorted by offset and compares a new one with its
+    neighbours only; on random buffers it must find an overlap exactly when two buffers
+    live at a common step share a byte."""
+    from types import SimpleNamespace
+
+    from singa_graph.passes.placement import align
+    from singa_graph.passes.verify import _check_overlaps
+
+    rng = np.random.default_rng(0)
+    caught = 0
+    for _ in range(400):
+        n, steps = int(rng.integers(1, 30)), int(rng.integers(1, 12))
+        bufs = []
+        for k in range(n):
+            a = int(rng.integers(0, steps))
+            b = min(steps - 1, a + int(rng.integers(0, 5)))
+            size = int(rng.choice([1, 64, 100, 128, 300]))
+            bufs.append((("workspace", k), int(rng.integers(0, 24)) * 64, size, a, b))
+        clash = any(a1 <= b2 and a2 <= b1 and lo1 < lo2 + align(s2) and lo2 < lo1 + align(s1)
+                    for i, (_, lo1, s1, a1, b1) in enumerate(bufs)
+                    for (_, lo2, s2, a2, b2) in bufs[i + 1:])
+        plan = SimpleNamespace(intervals={}, offsets={}, buffers=lambda bufs=bufs: iter(bufs),
+                               arena_bytes=max(lo + align(s) for _, lo, s, _, _ in bufs),
+                               order=[SimpleNamespace(name=f"n{k}") for k in range(n)])
+        if clash:
+            caught += 1
+            with pytest.raises(PlanError, match="overlap"):
+                _check_overlaps(plan)
+        else:
+            _check_overlaps(plan)
+    assert 50 < caught < 350  # both outcomes are exercised
+
+
 def test_buffer_outside_the_arena_is_caught(train):
     mp = train[0].memory
     g = next(iter(mp.intervals))
