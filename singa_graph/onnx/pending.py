@@ -2,9 +2,10 @@
 
 Each needs a new Operation (with its shape inference and gradient) and kernels before its
 import can be one entry in :mod:`.import_math`, :mod:`.import_nn` or :mod:`.import_shape`.
-Ops that are exact compositions of today's ops (Clip, Max, Min, Sum, Mean, PRelu, Elu, Selu,
-Softplus, HardSigmoid, Squeeze, Unsqueeze, unit-step Slice, Gemm, LayerNormalization, the
-Reduce* sums ...) are imported already; when a dedicated op lands, its entry switches to it.
+Ops that are exact compositions of today's ops (Celu, HardSwish, Mish, ThresholdedRelu,
+Shrink, IsNaN, IsInf, LessOrEqual, Hardmax, ArgMin, ReduceMax/Min/Prod, Squeeze, Unsqueeze,
+unit-step Slice, LayerNormalization ...) are imported already; when a dedicated op lands, its
+entry switches to it.
 
 Ops whose inputs are all constants (or shapes) are folded while importing whatever their
 type, so e.g. ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape`` works without a Gather
@@ -13,19 +14,9 @@ kernel; the ops below are needed only when they compute on run-time tensors.
 
 WAITING_FOR_OP_LIBRARY = {
     # elementwise math
-    "Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos",
-    "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh",
-    "Atanh": "atanh", "Erf": "erf", "Floor": "floor", "Ceil": "ceil", "Round": "round",
-    "Mod": "mod", "IsNaN": "isnan", "IsInf": "isinf",
-    "Gelu": "gelu (erf form; the tanh approximation is composed today)",
-    "ThresholdedRelu": "a comparison", "Shrink": "a comparison",
-    # comparisons and logic
-    "Equal": "equal", "Less": "less", "LessOrEqual": "less_equal", "Greater": "greater",
-    "GreaterOrEqual": "greater_equal", "And": "and", "Or": "or", "Xor": "xor", "Not": "not",
-    "Where": "where",
-    # reductions without a sum form
-    "ReduceMax": "max reduction", "ReduceMin": "min reduction", "ReduceProd": "product",
-    "ArgMin": "argmin", "Hardmax": "argmax one-hot", "CumSum": "cumsum", "TopK": "topk",
+    "Mod": "mod (a remainder op; integer division is missing too)",
+    # reductions without a composition
+    "CumSum": "cumsum (a scan along an axis)", "TopK": "topk (a sort along an axis)",
     # shape ops on run-time data
     "Gather": "gather", "GatherElements": "gather_elements", "GatherND": "gather_nd",
     "ScatterElements": "scatter_elements", "ScatterND": "scatter_nd", "Tile": "tile",

@@ -1,0 +1,152 @@
+"""Import of the ops added with the op library, in the forms and corners ONNX's backend node
+tests leave out (opset forms, broadcasting, NaN, out-of-range indices, negative pads,
+bidirectional and batch-first recurrences ...), each checked against onnxruntime."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from singa_graph import onnx as sonnx_io
+
+RNG = np.random.default_rng(0)
+F, I32, I64, B = TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL
+
+
+def _vi(name, shape, dtype=F):
+    if shape is None:
+        t = helper.make_tensor_type_proto(dtype, None)
+        t.tensor_type.ClearField("shape")
+        return helper.make_value_info(name, t)
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs,
+                          [numpy_helper.from_array(v, k) for k, v in dict(inits).items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = min(m.ir_version, 9)
+    m = onnx.shape_inference.infer_shapes(m)  # outputs are declared without shapes
+    onnx.checker.check_model(m)
+    return m
+
+
+def _ort(proto, *xs):
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), xs)})
+
+
+def _reference(proto, *xs):
+    names = [i.name for i in proto.graph.input if i.name not in
+             {t.name for t in proto.graph.initializer}]
+    return ReferenceEvaluator(proto).run(None, dict(zip(names, xs)))
+
+
+def _same_as_ort(proto, *xs, tol=1e-5, reference=False):
+    """Our outputs match onnxruntime's (or, where it lacks the form, onnx.reference's)."""
+    got = sonnx_io.load(proto)(*xs)
+    got = list(got) if isinstance(got, (tuple, list)) else [got]
+    want = (_reference if reference else _ort)(proto, *xs)
+    assert len(got) == len(want)
+    for a, b in zip(want, got):
+        b = b.to_numpy() if hasattr(b, "to_numpy") else np.asarray(b)
+        assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype)
+        if a.dtype.kind == "f":
+            np.testing.assert_allclose(b, a, rtol=tol, atol=tol)
+        else:
+            np.testing.assert_array_equal(b, a)
+
+
+def _f32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _unary(op, x, opset=17, out_dtype=F, **attrs):
+    return _model([helper.make_node(op, ["x"], ["y"], **attrs)],
+                  [_vi("x", list(x.shape), helper.np_dtype_to_tensor_dtype(x.dtype))],
+                  [_vi("y", None, out_dtype)], opset=opset)
+
+
+# ---------------------------------------------------------------------- elementwise
+
+
+def test_comparisons_with_nan_and_broadcasting():
+    a = np.array([[1, np.nan, 3, -np.inf, np.inf]], np.float32)
+    b = np.array([[1], [np.nan], [4]], np.float32)
+    ops_ = ["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"]
+    nodes = [helper.make_node(op, ["a", "b"], [op]) for op in ops_]
+    nodes += [helper.make_node("IsNaN", ["a"], ["nan"]),
+              helper.make_node("IsInf", ["a"], ["neginf"], detect_positive=0),
+              helper.make_node("Where", ["nan", "b", "a"], ["w"])]
+    outs = [_vi(op, None, B) for op in ops_ + ["nan", "neginf"]] + [_vi("w", None)]
+    m = _model(nodes, [_vi("a", [1, 5]), _vi("b", [3, 1])], outs)
+    _same_as_ort(m, a, b)
+
+
+@pytest.mark.parametrize("opset", [6, 13])
+def test_clip_max_min_of_integers(opset):
+    x = RNG.integers(-10, 10, (3, 4)).astype(np.int32 if opset >= 13 else np.float32)
+    dt = helper.np_dtype_to_tensor_dtype(x.dtype)
+    if opset < 11:
+        clip = helper.make_node("Clip", ["x"], ["c"], min=-3.0, max=4.0)
+        inits = {}
+    else:
+        clip = helper.make_node("Clip", ["x", "lo", "hi"], ["c"])
+        inits = {"lo": np.array(-3, x.dtype), "hi": np.array(4, x.dtype)}
+    nodes = [clip, helper.make_node("Max", ["x", "c", "r"], ["mx"]),
+             helper.make_node("Min", ["x", "r"], ["mn"])]
+    # Max and Min broadcast since opset 8
+    inits["r"] = np.arange(4 if opset >= 8 else 12).reshape(-1 if opset >= 8 else (3, 4))
+    inits["r"] = inits["r"].astype(x.dtype)
+    m = _model(nodes, [_vi("x", [3, 4], dt)], [_vi(n, None, dt) for n in ("c", "mx", "mn")],
+               inits, opset=opset)
+    _same_as_ort(m, x)
+
+
+@pytest.mark.parametrize("op,attrs", [("Gelu", {}), ("Gelu", {"approximate": "tanh"}),
+                                      ("Celu", {"alpha": 2.0}), ("Shrink", {"bias": 0.5}),
+                                      ("ThresholdedRelu", {"alpha": 0.3}), ("Selu", {}),
+                                      ("HardSigmoid", {"alpha": 0.3}), ("Softplus", {}),
+                                      ("Mish", {}), ("HardSwish", {}), ("Erf", {}),
+                                      ("Round", {}), ("Atan", {})])
+def test_activations_and_math(op, attrs):
+    x = _f32(4, 5) * 3
+    x[0, :3] = [0.5, 1.5, -2.5]  # halves round to even
+    _same_as_ort(_unary(op, x, opset=20, **attrs), x)
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_hardmax_coerces_to_2d_before_13_and_takes_the_first_maximum(opset):
+    x = np.round(_f32(2, 3, 4))
+    x[0, 0, :] = 1.0  # ties
+    _same_as_ort(_unary("Hardmax", x, opset=opset, axis=1), x)
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [0, 1])
+def test_arg_extremes_with_ties_on_integers(op, last):
+    x = RNG.integers(-3, 3, (4, 6)).astype(np.int32)
+    x[0, 0] = np.iinfo(np.int32).min  # -x overflows here; ArgMin must still find it
+    m = _unary(op, x, out_dtype=I64, axis=1, keepdims=0, select_last_index=last)
+    _same_as_ort(m, x)
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin", "ReduceProd"])
+def test_reduce_max_min_prod_at_both_axes_forms(op, opset):
+    x = _f32(3, 7, 5)
+    if opset >= 18:
+        node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=0)
+        inits = {"axes": np.array([1, -1], np.int64)}
+    else:
+        node = helper.make_node(op, ["x"], ["y"], keepdims=0, axes=[1, -1])
+        inits = {}
+    m = _model([node], [_vi("x", [3, 7, 5])], [_vi("y", None)], inits, opset)
+    _same_as_ort(m, x)
+    # NaN propagates as in numpy, which the spec follows (onnxruntime skips it)
+    x[1, 2, 3] = np.nan
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    np.testing.assert_allclose(sonnx_io.load(m)(x).to_numpy(), want, rtol=1e-5)
