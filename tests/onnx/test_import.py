@@ -184,7 +184,7 @@ def test_tables_pick_the_form_of_the_models_opset():
         import_shape.squeeze_13
     assert registry.find_importer("Mod", 17) is None
     # the waiting list names ops without an import, or with only some modes imported
-    partly = {"Pad", "Resize", "Upsample"}
+    partly = {"Resize", "Upsample"}
     assert set(WAITING_FOR_OP_LIBRARY) & set(registry.IMPORTERS) == partly
 
 
@@ -201,7 +201,7 @@ def test_initialiser_names_with_any_characters_stay_parameter_names():
 
 
 @pytest.mark.parametrize("opset", [11, 18])
-def test_constant_pad_is_composed_at_both_opset_forms(opset):
+def test_constant_pad_with_negative_pads_at_both_opset_forms(opset):
     inits = {"pads": np.array([0, 1, 2, -1] if opset < 18 else [1, -1], np.int64),
              "value": np.array(1.5, np.float32)}
     ins = ["x", "pads", "value"]

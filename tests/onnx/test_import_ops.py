@@ -11,6 +11,8 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from singa_graph import onnx as sonnx_io
+from singa_graph.errors import UnsupportedOpError
+from singa_graph.onnx.backend import prepare
 
 RNG = np.random.default_rng(0)
 F, I32, I64, B = TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL
@@ -150,3 +152,90 @@ def test_reduce_max_min_prod_at_both_axes_forms(op, opset):
     x[1, 2, 3] = np.nan
     want = ReferenceEvaluator(m).run(None, {"x": x})[0]
     np.testing.assert_allclose(sonnx_io.load(m)(x).to_numpy(), want, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------- data movement
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
+def test_pad_modes_with_negative_pads_and_axes(mode):
+    x = _f32(2, 5, 6)
+    inits = {"pads": np.array([2, -1, 1, 3], np.int64), "axes": np.array([-1, 1], np.int64),
+             "v": np.array(0.25, np.float32)}
+    node = helper.make_node("Pad", ["x", "pads", "v", "axes"], ["y"], mode=mode)
+    _same_as_ort(_model([node], [_vi("x", [2, 5, 6])], [_vi("y", None)], inits, 19), x)
+
+
+def test_pad_reflect_as_long_as_the_axis_is_refused_clearly():
+    node = helper.make_node("Pad", ["x", "pads"], ["y"], mode="reflect")
+    m = _model([node], [_vi("x", [2, 3])], [_vi("y", None)],
+               {"pads": np.array([0, 3, 0, 0], np.int64)})
+    with pytest.raises(UnsupportedOpError, match="reflect padding"):
+        sonnx_io.load(m)(_f32(2, 3))
+
+
+def test_slice_with_negative_steps_squeeze_unsqueeze_tile_and_blocks():
+    x = _f32(1, 8, 4, 6)
+    inits = {"s": np.array([-1, 5], np.int64), "e": np.array([-2 ** 63, 0], np.int64),
+             "a": np.array([1, 3], np.int64), "st": np.array([-2, -2], np.int64),
+             "sq": np.array([0], np.int64), "un": np.array([0, -1], np.int64),
+             "rep": np.array([1, 2, 1, 3], np.int64)}
+    nodes = [helper.make_node("Slice", ["x", "s", "e", "a", "st"], ["sl"]),
+             helper.make_node("Squeeze", ["sl", "sq"], ["sq_"]),
+             helper.make_node("Unsqueeze", ["sq_", "un"], ["un_"]),
+             helper.make_node("Tile", ["x", "rep"], ["t"]),
+             helper.make_node("DepthToSpace", ["x"], ["d2s"], blocksize=2, mode="CRD"),
+             helper.make_node("SpaceToDepth", ["d2s"], ["s2d"], blocksize=2)]
+    m = _model(nodes, [_vi("x", [1, 8, 4, 6])],
+               [_vi(n, None) for n in ("un_", "t", "d2s", "s2d")], inits)
+    _same_as_ort(m, x)
+
+
+def test_squeeze_by_attribute_before_13():
+    x = _f32(1, 3, 1, 2)
+    _same_as_ort(_unary("Squeeze", x, opset=11, axes=[0, -2]), x)
+
+
+def test_gather_with_run_time_and_constant_indices():
+    x = _f32(5, 4)
+    nodes = [helper.make_node("Gather", ["x", "i"], ["g"], axis=0),
+             helper.make_node("Gather", ["x", "c"], ["h"], axis=1),
+             helper.make_node("GatherElements", ["x", "ge"], ["e"], axis=1),
+             helper.make_node("ScatterElements", ["x", "ge", "u"], ["s"], axis=1)]
+    inits = {"c": np.array([[-1, 0], [2, 2]], np.int64),
+             "ge": np.array([[0, -1], [1, 2], [3, 3], [0, 0], [-4, 1]], np.int64),
+             "u": _f32(5, 2)}
+    m = _model(nodes, [_vi("x", [5, 4]), _vi("i", [2, 3], I64)],
+               [_vi(n, None) for n in "ghes"], inits)
+    im = sonnx_io.load(m)
+    for idx in (np.array([[0, 4, -1], [2, 2, 3]], np.int64), np.array([[1] * 3] * 2)):
+        got = [t.to_numpy() for t in im(x, idx)]
+        for a, b in zip(_ort(m, x, idx), got):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_one_hot_leaves_out_of_range_indices_off(axis):
+    idx = np.array([[0, 3, -1], [7, -5, 2]], np.int64)  # 7 and -5 are outside [-4, 4)
+    node = helper.make_node("OneHot", ["i", "depth", "values"], ["y"], axis=axis)
+    m = _model([node], [_vi("i", [2, 3], I64)], [_vi("y", None, I64)],
+               {"depth": np.array(4, np.int64), "values": np.array([-2, 9], np.int64)})
+    _same_as_ort(m, idx)
+
+
+@pytest.mark.parametrize("upper", [0, 1])
+def test_trilu_with_k(upper):
+    node = helper.make_node("Trilu", ["x", "k"], ["y"], upper=upper)
+    m = _model([node], [_vi("x", [2, 4, 5])], [_vi("y", None)], {"k": np.array(-1, np.int64)})
+    _same_as_ort(m, _f32(2, 4, 5))
+
+
+def test_range_with_fed_bounds_compiles_a_plan_per_value():
+    node = helper.make_node("Range", ["a", "b", "d"], ["r"])
+    add = helper.make_node("Add", ["r", "r"], ["y"])
+    m = _model([node, add], [_vi(n, [], I64) for n in "abd"], [_vi("y", None, I64)])
+    rep = prepare(m)
+    for bounds in ((1, 10, 3), (5, -2, -2), (1, 10, 3)):
+        (y,) = rep.run([np.array(v, np.int64) for v in bounds])
+        np.testing.assert_array_equal(y, 2 * np.arange(*bounds))
+    assert len(rep._plans) == 2
