@@ -4,7 +4,7 @@ Each needs a new Operation (with its shape inference and gradient) and kernels b
 import can be one entry in :mod:`.import_math`, :mod:`.import_nn` or :mod:`.import_shape`.
 Ops that are exact compositions of today's ops (Celu, HardSwish, Mish, ThresholdedRelu,
 Shrink, IsNaN, IsInf, LessOrEqual, Hardmax, ArgMin, ReduceMax/Min/Prod, Squeeze, Unsqueeze,
-Trilu, wrap padding, LayerNormalization ...) are imported already; when a dedicated op lands, its
+Trilu, wrap padding, the normalisations ...) are imported already; when a dedicated op lands, its
 entry switches to it.
 
 Ops whose inputs are all constants (or shapes) are folded while importing whatever their
@@ -27,8 +27,6 @@ WAITING_FOR_OP_LIBRARY = {
               "upsampling by whole factors imports)",
     "Upsample": "upsample (linear; nearest by whole factors imports)",
     # layers
-    "RNN": "rnn", "LSTM": "lstm", "GRU": "gru", "ConvTranspose": "conv_transpose",
-    "InstanceNormalization": "instance norm", "LRN": "lrn",
-    "GroupNormalization": "group norm", "LpNormalization": "lp norm",
+    "RNN": "rnn", "LSTM": "lstm", "GRU": "gru",
     "NegativeLogLikelihoodLoss": "nll loss", "SoftmaxCrossEntropyLoss": "ce loss",
 }

@@ -239,3 +239,55 @@ def test_range_with_fed_bounds_compiles_a_plan_per_value():
         (y,) = rep.run([np.array(v, np.int64) for v in bounds])
         np.testing.assert_array_equal(y, 2 * np.arange(*bounds))
     assert len(rep._plans) == 2
+
+
+# ---------------------------------------------------------------------- layers
+
+
+@pytest.mark.parametrize("attrs,spatial", [
+    ({"strides": [2, 3], "pads": [1, 0, 0, 2], "output_padding": [1, 2], "group": 2}, 2),
+    ({"strides": [2, 2], "dilations": [2, 1], "output_shape": [10, 8],
+      "auto_pad": "SAME_UPPER"}, 2),
+    ({"strides": [2, 2], "output_shape": [10, 9]}, 2),  # larger than the full output
+    ({"strides": [3], "pads": [1, 2]}, 1)])
+def test_conv_transpose(attrs, spatial):
+    shape = [2, 4] + [5, 4][:spatial]
+    w = _f32(4, 3, *[3, 2][:spatial])
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)
+    b = _f32(3 * attrs.get("group", 1))
+    m = _model([node], [_vi("x", shape)], [_vi("y", None)], {"w": w, "b": b})
+    _same_as_ort(m, _f32(*shape), tol=1e-4)
+
+
+def test_group_normalization():
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3,
+                            epsilon=1e-3)
+    m = _model([node], [_vi("x", [2, 6, 4, 3])], [_vi("y", [2, 6, 4, 3])],
+               {"s": _f32(6), "b": _f32(6)}, 21)
+    _same_as_ort(m, _f32(2, 6, 4, 3), tol=1e-4, reference=True)
+
+
+def test_instance_lp_lrn_and_mean_variance_normalization():
+    x = _f32(2, 5, 3, 4)
+    x[0, :, 0, 0] = 0.0  # a zero vector: LpNormalization gives 0, not NaN
+    nodes = [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["in"]),
+             helper.make_node("LpNormalization", ["x"], ["l1"], axis=1, p=1),
+             helper.make_node("LpNormalization", ["x"], ["l2"], axis=1, p=2),
+             helper.make_node("LRN", ["x"], ["lrn"], size=3, alpha=0.01, beta=0.6, bias=2.0),
+             helper.make_node("MeanVarianceNormalization", ["x"], ["mvn"], axes=[0, 2])]
+    m = _model(nodes, [_vi("x", [2, 5, 3, 4])],
+               [_vi(n, None) for n in ("in", "l1", "l2", "lrn", "mvn")],
+               {"s": _f32(5), "b": _f32(5)})
+    _same_as_ort(m, x, tol=1e-4)
+
+
+def test_lrn_of_an_even_size():
+    """onnxruntime takes odd sizes only, and onnx.reference sums over the wrong axis, so the
+    spec's formula is written out: channels c - 1 ... c + 2 for size 4."""
+    x = _f32(2, 5, 3, 4)
+    node = helper.make_node("LRN", ["x"], ["y"], size=4, alpha=0.01, beta=0.6, bias=2.0)
+    m = _model([node], [_vi("x", [2, 5, 3, 4])], [_vi("y", None)])
+    sq = np.pad(x * x, [(0, 0), (1, 2), (0, 0), (0, 0)])
+    window = sum(sq[:, k:k + 5] for k in range(4))
+    want = x / (2.0 + 0.01 / 4 * window) ** 0.6
+    np.testing.assert_allclose(sonnx_io.load(m)(x).to_numpy(), want, rtol=1e-5, atol=1e-6)
