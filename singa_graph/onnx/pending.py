@@ -1,11 +1,11 @@
 """ONNX ops that wait for the op library.
 
 Each needs a new Operation (with its shape inference and gradient) and kernels before its
-import can be one entry in :mod:`.import_math`, :mod:`.import_nn` or :mod:`.import_shape`.
-Ops that are exact compositions of today's ops (Celu, HardSwish, Mish, ThresholdedRelu,
-Shrink, IsNaN, IsInf, LessOrEqual, Hardmax, ArgMin, ReduceMax/Min/Prod, Squeeze, Unsqueeze,
-Trilu, wrap padding, the normalisations ...) are imported already; when a dedicated op lands, its
-entry switches to it.
+import can be one entry in the ``import_*`` modules. Ops that are exact compositions of
+today's ops (Celu, HardSwish, Mish, ThresholdedRelu, Shrink, IsNaN, IsInf, LessOrEqual,
+Hardmax, ArgMin, ReduceMax/Min/Prod, Trilu, wrap padding, the normalisations, RNN/GRU and the
+non-default LSTMs ...) are imported already; when a dedicated op lands, its entry switches to
+it.
 
 Ops whose inputs are all constants (or shapes) are folded while importing whatever their
 type, so e.g. ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape`` works without a kernel;
@@ -27,6 +27,5 @@ WAITING_FOR_OP_LIBRARY = {
               "upsampling by whole factors imports)",
     "Upsample": "upsample (linear; nearest by whole factors imports)",
     # layers
-    "RNN": "rnn", "LSTM": "lstm", "GRU": "gru",
     "NegativeLogLikelihoodLoss": "nll loss", "SoftmaxCrossEntropyLoss": "ce loss",
 }

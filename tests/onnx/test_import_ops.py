@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from singa_graph import onnx as sonnx_io
+from singa_graph import opt
 from singa_graph.errors import UnsupportedOpError
 from singa_graph.onnx.backend import prepare
 
@@ -291,3 +292,66 @@ def test_lrn_of_an_even_size():
     window = sum(sq[:, k:k + 5] for k in range(4))
     want = x / (2.0 + 0.01 / 4 * window) ** 0.6
     np.testing.assert_allclose(sonnx_io.load(m)(x).to_numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def _recurrent(op, gates, hidden=3, inputs=4, seq=5, batch=2, dirs=2, layout=0, peep=False,
+               **attrs):
+    names = ["x", "w", "r", "b", "", "h0"] + (["c0"] if op == "LSTM" else []) + \
+        (["p"] if peep else [])
+    inits = {"w": _f32(dirs, gates * hidden, inputs) * 0.5,
+             "r": _f32(dirs, gates * hidden, hidden) * 0.5,
+             "b": _f32(dirs, 2 * gates * hidden) * 0.5}
+    if peep:
+        inits["p"] = _f32(dirs, 3 * hidden)
+    state = [batch, dirs, hidden] if layout else [dirs, batch, hidden]
+    outs = ["y", "y_h"] + (["y_c"] if op == "LSTM" else [])
+    direction = "bidirectional" if dirs == 2 else attrs.pop("direction", "forward")
+    node = helper.make_node(op, names, outs, hidden_size=hidden, layout=layout,
+                            direction=direction, **attrs)
+    xs = [seq, batch, inputs] if not layout else [batch, seq, inputs]
+    ins = [_vi("x", xs), _vi("h0", state)] + ([_vi("c0", state)] if op == "LSTM" else [])
+    m = _model([node], ins, [_vi(o, None) for o in outs], inits)
+    feeds = [_f32(*xs), _f32(*state)] + ([_f32(*state)] if op == "LSTM" else [])
+    return m, feeds
+
+
+@pytest.mark.parametrize("case", [
+    dict(layout=1), dict(dirs=1, direction="reverse", peep=True),
+    dict(dirs=1, input_forget=1), dict(activations=["HardSigmoid", "Relu", "Tanh"] * 2,
+                                       activation_alpha=[0.3, 0.1], clip=2.0)])
+def test_lstm(case):
+    m, feeds = _recurrent("LSTM", 4, **case)
+    # onnxruntime has no batch-first (layout=1) recurrences
+    _same_as_ort(m, *feeds, tol=1e-4, reference=bool(case.get("layout")))
+
+
+@pytest.mark.parametrize("case", [dict(linear_before_reset=1), dict(layout=1, dirs=1),
+                                  dict(activations=["Sigmoid", "Softsign"] * 2)])
+def test_gru(case):
+    m, feeds = _recurrent("GRU", 3, **case)
+    _same_as_ort(m, *feeds, tol=1e-4, reference=bool(case.get("layout")))
+
+
+@pytest.mark.parametrize("case", [dict(), dict(activations=["Relu", "LeakyRelu"],
+                                               activation_alpha=[0.2], clip=1.5)])
+def test_rnn(case):
+    m, feeds = _recurrent("RNN", 1, **case)
+    _same_as_ort(m, *feeds, tol=1e-4)
+
+
+def test_imported_lstm_fine_tunes():
+    """The fused LSTM cell trains inside an imported graph: a few SGD steps lower the loss."""
+    m, _ = _recurrent("LSTM", 4, dirs=1, batch=6, hidden=5)
+    nodes = list(m.graph.node) + [
+        helper.make_node("Reshape", ["y_h", "shape"], ["out"])]
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    inits["shape"] = np.array([6, 5], np.int64)
+    model = _model(nodes, [_vi("x", [5, 6, 4])], [_vi("out", [6, 5])],
+                   {**inits, "h0": np.zeros((1, 6, 5), np.float32),
+                    "c0": np.zeros((1, 6, 5), np.float32)})
+    im = sonnx_io.load(model)
+    im.set_optimizer(opt.SGD(lr=0.5))
+    im.train()
+    x, y = _f32(5, 6, 4), RNG.integers(0, 5, 6).astype(np.int32)
+    losses = [im(x, y)[1].to_numpy().item() for _ in range(5)]
+    assert losses[-1] < losses[0]
