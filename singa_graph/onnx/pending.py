@@ -3,15 +3,18 @@
 Each needs a new Operation (with its shape inference and gradient) and kernels before its
 import can be one entry in the ``import_*`` modules. Ops that are exact compositions of
 today's ops (Celu, HardSwish, Mish, ThresholdedRelu, Shrink, IsNaN, IsInf, LessOrEqual,
-Hardmax, ArgMin, ReduceMax/Min/Prod, Trilu, wrap padding, the normalisations, RNN/GRU and the
-non-default LSTMs ...) are imported already; when a dedicated op lands, its entry switches to
-it.
+Hardmax, ArgMin, ReduceMax/Min/Prod, Trilu, wrap padding, the normalisations, the losses,
+RNN/GRU and the non-default LSTMs ...) are imported already; when a dedicated op lands, its
+entry switches to it.
 
 Ops whose inputs are all constants (or shapes) are folded while importing whatever their
 type, so e.g. ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape`` works without a kernel;
 the ops below are needed only when they compute on run-time tensors. ``Resize`` and
 ``Upsample`` are listed although nearest upsampling by whole factors imports: their other
 modes wait.
+
+ONNX ops not listed here (sequences and optionals, control flow, strings, quantisation,
+signal processing, Attention, Einsum ...) are not in the op library either.
 """
 
 WAITING_FOR_OP_LIBRARY = {
@@ -26,6 +29,4 @@ WAITING_FOR_OP_LIBRARY = {
     "Resize": "upsample (linear, cubic, downsampling, fractional factors; nearest "
               "upsampling by whole factors imports)",
     "Upsample": "upsample (linear; nearest by whole factors imports)",
-    # layers
-    "NegativeLogLikelihoodLoss": "nll loss", "SoftmaxCrossEntropyLoss": "ce loss",
 }

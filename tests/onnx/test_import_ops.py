@@ -355,3 +355,18 @@ def test_imported_lstm_fine_tunes():
     x, y = _f32(5, 6, 4), RNG.integers(0, 5, 6).astype(np.int32)
     losses = [im(x, y)[1].to_numpy().item() for _ in range(5)]
     assert losses[-1] < losses[0]
+
+
+# ---------------------------------------------------------------------- losses
+
+
+@pytest.mark.parametrize("op", ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_losses_with_weights_and_an_ignore_index_outside_the_classes(op, reduction):
+    x = _f32(3, 4, 2)
+    t = np.array([[0, 3], [-7, 1], [2, -7]], np.int64)
+    outs = ["loss"] + (["logp"] if op == "SoftmaxCrossEntropyLoss" else [])
+    node = helper.make_node(op, ["x", "t", "w"], outs, reduction=reduction, ignore_index=-7)
+    m = _model([node], [_vi("x", [3, 4, 2]), _vi("t", [3, 2], I64)],
+               [_vi(o, None) for o in outs], {"w": np.abs(_f32(4)) + 0.1})
+    _same_as_ort(m, x, t, tol=1e-5)
