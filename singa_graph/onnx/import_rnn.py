@@ -108,14 +108,14 @@ class _Layer:
         return _direction(s, d, self.dirs)
 
     def projections(self, d, w_rows=None):
-        """``x_t W^T (+ Wb)`` of every timestep for direction ``d``, in time order."""
+        """``x_t W^T`` of every timestep for direction ``d``, in time order (``w_rows``
+        reorders the weight's rows first)."""
         w = _direction(self.w, d, self.dirs)
         if w_rows is not None:
             w = w_rows(w)
         flat = ops.reshape(self.x, (self.seq * self.batch, self.inputs))
         xw = ops.matmul(flat, w, trans_b=True)
-        steps = _rows(xw, [self.batch] * self.seq) if self.seq > 1 else [xw]
-        return steps
+        return _rows(xw, [self.batch] * self.seq) if self.seq > 1 else [xw]
 
     def bias(self, d):
         """``(Wb, Rb)`` of direction ``d``, or None."""
@@ -144,6 +144,7 @@ class _Layer:
         return outs
 
     def stack(self, states):
+        """The last states of the directions as ONNX's ``Y_h`` or ``Y_c``."""
         b, h = self.batch, self.hidden
         y = ops.cat([ops.reshape(s, (1, b, h)) for s in states], 0) if self.dirs > 1 else \
             ops.reshape(states[0], (1, b, h))
@@ -151,8 +152,8 @@ class _Layer:
 
 
 def _run(layer, step):
-    """Unroll ``step(d, t, h, ...) -> states`` over every direction; each direction's
-    states in time order and its last states."""
+    """Unroll ``step(d, t, states) -> states`` (from ``step.init(d)``) over every
+    direction. Returns each direction's hidden states in time order, and its last states."""
     all_hs, lasts = [], []
     for d in range(layer.dirs):
         states, hs = step.init(d), {}
@@ -166,19 +167,20 @@ def _run(layer, step):
 
 class _RNNStep:
     def __init__(self, layer):
-        self.l = layer
+        self.layer = layer
         self.xw = [layer.projections(d) for d in range(layer.dirs)]
+        self.r = [_direction(layer.r, d, layer.dirs) for d in range(layer.dirs)]
         self.b = [layer.bias(d) for d in range(layer.dirs)]
+        self.b = [None if b is None else ops.add(*b) for b in self.b]
 
     def init(self, d):
-        return (self.l.state(5, d),)
+        return (self.layer.state(5, d),)
 
     def __call__(self, d, t, states):
-        l, (h,) = self.l, states
-        pre = ops.add(self.xw[d][t], ops.matmul(h, _direction(l.r, d, l.dirs), trans_b=True))
-        if self.b[d] is not None:
-            pre = ops.add(pre, ops.add(*self.b[d]))
-        return (l.acts[d][0](l.clip(pre)),)
+        layer, (h,) = self.layer, states
+        pre = ops.add(self.xw[d][t], ops.matmul(h, self.r[d], trans_b=True))
+        pre = ops.add(pre, self.b[d]) if self.b[d] is not None else pre
+        return (layer.acts[d][0](layer.clip(pre)),)
 
 
 @importer("RNN")
@@ -190,7 +192,7 @@ def rnn(n):
 
 class _GRUStep:
     def __init__(self, layer):
-        self.l, h = layer, layer.hidden
+        self.layer, h = layer, layer.hidden
         self.xw = [[_rows(x, [2 * h, h], 1) for x in layer.projections(d)]
                    for d in range(layer.dirs)]
         self.r = [_rows(_direction(layer.r, d, layer.dirs), [2 * h, h])
@@ -202,19 +204,19 @@ class _GRUStep:
                 self.b.append(None)
                 continue
             (wzr, wh), (rzr, rh) = _rows(b[0], [2 * h, h]), _rows(b[1], [2 * h, h])
-            self.b.append((ops.add(wzr, rzr), wh, rh))
+            self.b.append((ops.add(wzr, rzr), wh, rh, ops.add(wh, rh)))
         self.linear_before_reset = bool(layer.n.attr("linear_before_reset", 0))
 
     def init(self, d):
-        return (self.l.state(5, d),)
+        return (self.layer.state(5, d),)
 
     def __call__(self, d, t, states):
-        l, (h,), hid = self.l, states, self.l.hidden
-        f, g = l.acts[d]
+        layer, (h,), hid = self.layer, states, self.layer.hidden
+        f, g = layer.acts[d]
         (xzr, xh), (rzr, rh), b = self.xw[d][t], self.r[d], self.b[d]
         zr = ops.add(xzr, ops.matmul(h, rzr, trans_b=True))
         zr = ops.add(zr, b[0]) if b is not None else zr
-        z, r = (f(l.clip(p)) for p in _rows(zr, [hid, hid], 1))
+        z, r = (f(layer.clip(p)) for p in _rows(zr, [hid, hid], 1))
         if self.linear_before_reset:
             hr = ops.matmul(h, rh, trans_b=True)
             hr = ops.add(hr, b[2]) if b is not None else hr
@@ -222,8 +224,8 @@ class _GRUStep:
             pre = ops.add(pre, b[1]) if b is not None else pre
         else:
             pre = ops.add(xh, ops.matmul(ops.mul(r, h), rh, trans_b=True))
-            pre = ops.add(pre, ops.add(b[1], b[2])) if b is not None else pre
-        cand = g(l.clip(pre))
+            pre = ops.add(pre, b[3]) if b is not None else pre
+        cand = g(layer.clip(pre))
         # (1 - z) * cand + z * h
         return (ops.add(ops.mul(ops.sub(_scalar(1, z), z), cand), ops.mul(z, h)),)
 
@@ -243,7 +245,7 @@ def _cell_order(t, h):
 
 class _LSTMStep:
     def __init__(self, layer, fused):
-        self.l, self.fused, h = layer, fused, layer.hidden
+        self.layer, self.fused, h = layer, fused, layer.hidden
         reorder = (lambda w: _cell_order(w, h)) if fused else None
         self.xw = [layer.projections(d, reorder) for d in range(layer.dirs)]
         self.r = [_direction(layer.r, d, layer.dirs) for d in range(layer.dirs)]
@@ -259,24 +261,24 @@ class _LSTMStep:
         self.input_forget = bool(n.attr("input_forget", 0))
 
     def init(self, d):
-        return (self.l.state(5, d), self.l.state(6, d))
+        return (self.layer.state(5, d), self.layer.state(6, d))
 
     def __call__(self, d, t, states):
-        l, (h, c), hid = self.l, states, self.l.hidden
+        layer, (h, c), hid = self.layer, states, self.layer.hidden
         pre = ops.add(self.xw[d][t], ops.matmul(h, self.r[d], trans_b=True))
         pre = ops.add(pre, self.b[d]) if self.b[d] is not None else pre
         if self.fused:
             return tuple(ops.lstm_cell(pre, c))
-        f_act, g_act, h_act = l.acts[d]
+        f_act, g_act, h_act = layer.acts[d]
         gi, go, gf, gc = _rows(pre, [hid] * 4, 1)
         p_i, p_o, p_f = self.p[d] if self.p is not None else (None, None, None)
-        i = f_act(l.clip(ops.add(gi, ops.mul(p_i, c)) if p_i is not None else gi))
+        i = f_act(layer.clip(ops.add(gi, ops.mul(p_i, c)) if p_i is not None else gi))
         if self.input_forget:
             f = ops.sub(_scalar(1, i), i)
         else:
-            f = f_act(l.clip(ops.add(gf, ops.mul(p_f, c)) if p_f is not None else gf))
-        c_new = ops.add(ops.mul(f, c), ops.mul(i, g_act(l.clip(gc))))
-        o = f_act(l.clip(ops.add(go, ops.mul(p_o, c_new)) if p_o is not None else go))
+            f = f_act(layer.clip(ops.add(gf, ops.mul(p_f, c)) if p_f is not None else gf))
+        c_new = ops.add(ops.mul(f, c), ops.mul(i, g_act(layer.clip(gc))))
+        o = f_act(layer.clip(ops.add(go, ops.mul(p_o, c_new)) if p_o is not None else go))
         return (ops.mul(o, h_act(c_new)), c_new)
 
 
