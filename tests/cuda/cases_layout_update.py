@@ -1,0 +1,97 @@
+"""Kernel cases: layout and indexing (runtime/kernels/cuda/layout.py, indexing.py)."""
+import numpy as np
+
+from singa_graph.ir.tensor import Tensor
+from singa_graph.ops import indexing as ix, layout as lay
+
+from harness import Case, rand
+
+X = rand(3, 4, 5)
+IMG = rand(2, 8, 2, 3, seed=1)
+
+
+def _slice_grad(x, *args):
+    """A SliceGrad case of Slice(*args) on ``x``: the gradient op needs its forward's index."""
+    sl = lay.Slice(*args)
+    (spec,) = sl.infer(Tensor(data=x, requires_grad=False))
+    return Case(lay.SliceGrad(sl, x.shape), [rand(*spec.shape, seed=2)],
+                name=f"SliceGrad {args}")
+
+
+SLICES = [((1,), (3,), (0,)),
+          ((0, 1), (10, -1), (1, 2), (2, 2)),
+          ((-1, 3), (-10, 0), (0, 2), (-1, -2)),
+          ((2, 4, -2), (0, -100, 100), (0, 1, 2), (-1, -3, 1)),
+          ((2,), (2,), (1,))]  # an empty slice
+CASES = [Case(lay.Shape(), [X]), Case(lay.Shape(), [rand(2, 1, 2, 1, 2, 1, 2, 1, 2)],
+                                      name="Shape of 9 axes (copied, not a launch argument)")]
+for _args in SLICES:
+    CASES.append(Case(lay.Slice(*_args), [X], name=f"Slice {_args}"))
+    CASES.append(_slice_grad(X, *_args))
+CASES += [
+    Case(lay.Slice((1,), (4,), (1,)), [np.arange(24, dtype=np.int64).reshape(4, 6)],
+         name="Slice int64"),
+    Case(lay.Squeeze((1,)), [rand(3, 1, 4)]),
+    Case(lay.Unsqueeze((0, 3)), [rand(3, 4)]),
+    Case(lay.Pad("constant", (1, 0, 2, 0, 3, 1), 0.5), [X], name="Pad constant"),
+    Case(lay.Pad("constant", (0, 2, 1, 0)), [np.arange(6, dtype=np.int32).reshape(2, 3)],
+         name="Pad constant int32"),
+    Case(lay.Pad("reflect", (2, 1, 0, 1, 3, 4)), [X], name="Pad reflect"),
+    Case(lay.Pad("reflect", (0, 0, 1, 2, 0, 0, 1, 2)), [IMG[:, :2]], name="Pad reflect NCHW"),
+    Case(lay.Pad("edge", (2, 0, 1, 1, 0, 3)), [X], name="Pad edge"),
+    Case(lay.Pad("edge", (0, 0, 0, 0)), [X[0]], name="Pad edge nothing"),
+    Case(lay.Tile((2, 1, 3)), [X], name="Tile"),
+    Case(lay.Tile((2, 3, 1, 2)), [X], name="Tile extra leading repeats"),
+    Case(lay.Tile((0, 2, 1)), [X], name="Tile zero repeats"),
+    Case(lay.Upsample((1, 1, 2, 3)), [IMG], name="Upsample"),
+    Case(lay.Upsample((3, 2)), [X[0]], name="Upsample 2-d"),
+]
+for _mode in ("DCR", "CRD"):
+    CASES.append(Case(lay.DepthToSpace(2, _mode), [IMG], name=f"DepthToSpace {_mode}"))
+    CASES.append(Case(lay.SpaceToDepth(2, _mode), [rand(2, 2, 4, 6, seed=3)],
+                      name=f"SpaceToDepth {_mode}"))
+
+# ---------------------------------------------------------------------- indexing
+BIG = np.array([3, 0, -1, 2, 2, 0, -4, 1, 3, 3, 0], np.int64)  # past the launch-argument size
+CASES += [
+    Case(ix.Gather(0, [2, 0, -1]), [X], name="Gather axis 0"),
+    Case(ix.Gather(-2, [[1, -4], [3, 3]]), [X], name="Gather 2-d indices, negative axis"),
+    Case(ix.Gather(2, 4), [X], name="Gather one index"),
+    Case(ix.Gather(1, BIG), [X], name="Gather many indices (workspace)"),
+    Case(ix.GatherGrad(1, [1, 3, 1, -1], (3, 4, 5)), [rand(3, 4, 5, seed=4)],
+         name="GatherGrad repeats"),
+    Case(ix.GatherGrad(0, [[2], [0]], (3, 4)), [rand(2, 1, 4, seed=4).astype(np.float64)],
+         name="GatherGrad float64"),
+    Case(ix.GatherGrad(1, BIG, (3, 4, 5)), [rand(3, 11, 5, seed=5)],
+         name="GatherGrad many indices (sorted on the host)"),
+    Case(ix.GatherGrad(2, [4], (2, 3, 5)), [rand(2, 3, 1, seed=5)], name="GatherGrad last"),
+    Case(ix.Take(0), [X, np.array([2, -3, 1, 1], np.int64)], name="Take"),
+    Case(ix.Take(1), [X, np.array([[0, -1, 2], [3, 3, -4]], np.int32)],
+         name="Take int32 2-d indices axis 1"),
+    Case(ix.Take(2), [X, np.array(4, np.int64)], name="Take one index"),
+    Case(ix.TakeGrad(0, (6, 3)), [rand(2, 4, 3, seed=6), np.array([[1, 5, 1, -1],
+                                                                   [0, 1, 1, 2]])],
+         rtol=1e-5, atol=1e-6, name="TakeGrad repeats (atomic adds)"),
+    Case(ix.TakeGrad(1, (2, 4, 3)), [rand(2, 5, 3, seed=7),
+                                     np.array([3, -1, 0, 3, 2], np.int32)],
+         rtol=1e-5, atol=1e-6, name="TakeGrad axis 1 int32"),
+    Case(ix.GatherElements(0), [X, np.array(np.random.default_rng(0).integers(-3, 3, (2, 4, 5)))],
+         name="GatherElements axis 0"),
+    Case(ix.GatherElements(-1), [X, np.array(np.random.default_rng(1).integers(-5, 5, (3, 4, 7)),
+                                             np.int32)], name="GatherElements last axis"),
+    Case(ix.ScatterElements(0), [X, np.array([[[0, 1, 2, -1, 0]] * 4, [[2, 1, 0, 0, -3]] * 4]),
+                                 rand(2, 4, 5, seed=8)], name="ScatterElements repeats"),
+    Case(ix.ScatterElements(2), [X, np.array(np.random.default_rng(2).integers(-5, 5, (3, 4, 7))),
+                                 rand(3, 4, 7, seed=9)], name="ScatterElements axis 2 repeats"),
+    Case(ix.ScatterElements(1), [np.arange(6, dtype=np.int32).reshape(2, 3),
+                                 np.array([[2], [0]]), np.array([[-7], [9]], np.int32)],
+         name="ScatterElements int32"),
+    Case(ix.NonZero(), [np.array([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]], np.float32)]),
+    Case(ix.NonZero(), [np.zeros((2, 3), np.float32)], name="NonZero none"),
+    Case(ix.ConstantOfShape(1.5), [np.array([2, 3], np.int64)]),
+    Case(ix.OneHot(-1, 4, (0.0, 1.0)), [np.array([[0, 3, -1], [2, 5, -5]], np.int64)],
+         name="OneHot last axis, indices wrapped"),
+    Case(ix.OneHot(0, 3, (-1.0, 2.0)), [np.array([0.0, 2.7, -1.2, 1.0], np.float32)],
+         name="OneHot axis 0 float indices"),
+    Case(ix.OneHot(1, 2), [np.array([[1, 0], [0, 1]], np.int32)], name="OneHot middle axis"),
+]
