@@ -1,8 +1,9 @@
-"""Kernel cases: layout and indexing (runtime/kernels/cuda/layout.py, indexing.py)."""
+"""Kernel cases: layout and indexing (runtime/kernels/cuda/layout.py, indexing.py) and
+optimizer updates (update.py)."""
 import numpy as np
 
 from singa_graph.ir.tensor import Tensor
-from singa_graph.ops import indexing as ix, layout as lay
+from singa_graph.ops import indexing as ix, layout as lay, update as up
 
 from harness import Case, rand
 
@@ -95,3 +96,33 @@ CASES += [
          name="OneHot axis 0 float indices"),
     Case(ix.OneHot(1, 2), [np.array([[1, 0], [0, 1]], np.int32)], name="OneHot middle axis"),
 ]
+
+
+# ---------------------------------------------------------------------- updates
+def _h(*values):
+    return [np.array(v, np.float64) for v in values]
+
+
+P, G = rand(3, 7, seed=10), rand(3, 7, seed=11)
+BUF = rand(3, 7, seed=12, low=-0.1, high=0.1)
+UPDATES = [
+    (up.SGDUpdate(False), [P, G] + _h(0.1, 0.0, 0.0, 0.0), "SGD plain"),
+    (up.SGDUpdate(False), [P, G] + _h(0.1, 0.0, 0.0, 0.01), "SGD weight decay"),
+    (up.SGDUpdate(True), [P, G, BUF] + _h(0.05, 0.9, 0.0, 0.0), "SGD momentum"),
+    (up.SGDUpdate(True), [P, G, BUF] + _h(0.05, 0.9, 0.3, 0.01), "SGD dampening decay"),
+    (up.SGDUpdate(True, True), [P, G, BUF] + _h(0.05, 0.9, 0.0, 0.01), "SGD nesterov"),
+    (up.SGDUpdate(True), [P.astype(np.float64), G.astype(np.float64),
+                          BUF.astype(np.float64)] + _h(0.05, 0.9, 0.1, 0.0), "SGD float64"),
+    (up.AdamUpdate(), [P, G, np.zeros_like(P), np.zeros_like(P)] +
+     _h(0.0, 0.001, 0.9, 0.999, 1e-8, 0.0), "Adam"),
+    (up.AdamUpdate(), [P, G, BUF, np.abs(BUF)] + _h(5.0, 0.01, 0.8, 0.99, 1e-6, 0.01),
+     "Adam resumed with decay"),
+    (up.RMSPropUpdate(), [P, G, np.abs(BUF)] + _h(0.01, 0.9, 1e-8, 0.0), "RMSProp"),
+    (up.RMSPropUpdate(), [P, G, np.zeros_like(P)] + _h(0.01, 0.5, 1e-6, 0.1),
+     "RMSProp decay"),
+    (up.AdaGradUpdate(), [P, G, np.zeros_like(P)] + _h(0.1, 1e-10, 0.0), "AdaGrad"),
+    (up.AdaGradUpdate(), [P, G, np.abs(BUF)] + _h(0.1, 1e-6, 0.05), "AdaGrad decay"),
+]
+for _op, _ins, _name in UPDATES:
+    for _steps in (1, 2):  # the parameter and every state input after one and two steps
+        CASES.append(Case(_op, _ins, compare=[], steps=_steps, name=f"{_name} x{_steps}"))
