@@ -1,9 +1,11 @@
-"""Kernel cases: layout and indexing (runtime/kernels/cuda/layout.py, indexing.py) and
-optimizer updates (update.py)."""
+"""Kernel cases: layout and indexing (runtime/kernels/cuda/layout.py, indexing.py), optimizer
+updates (update.py) and Dropout in evaluation (dropout.py; training masks are checked by
+their statistics in test_dropout.py)."""
 import numpy as np
 
 from singa_graph.ir.tensor import Tensor
 from singa_graph.ops import indexing as ix, layout as lay, update as up
+from singa_graph.ops.dropout import Dropout
 
 from harness import Case, rand
 
@@ -126,3 +128,8 @@ UPDATES = [
 for _op, _ins, _name in UPDATES:
     for _steps in (1, 2):  # the parameter and every state input after one and two steps
         CASES.append(Case(_op, _ins, compare=[], steps=_steps, name=f"{_name} x{_steps}"))
+
+# ---------------------------------------------------------------------- dropout
+CASES += [
+    Case(Dropout(0.3, training=False), [X], name="Dropout evaluation"),
+]
