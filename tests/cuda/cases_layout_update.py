@@ -1,10 +1,10 @@
 """Kernel cases: layout and indexing (runtime/kernels/cuda/layout.py, indexing.py), optimizer
-updates (update.py) and Dropout in evaluation (dropout.py; training masks are checked by
-their statistics in test_dropout.py)."""
+updates (update.py), Dropout in evaluation (dropout.py; training masks are checked by their
+statistics in test_dropout.py) and the LSTM cell (recurrent.py)."""
 import numpy as np
 
 from singa_graph.ir.tensor import Tensor
-from singa_graph.ops import indexing as ix, layout as lay, update as up
+from singa_graph.ops import indexing as ix, layout as lay, recurrent, update as up
 from singa_graph.ops.dropout import Dropout
 
 from harness import Case, rand
@@ -129,7 +129,24 @@ for _op, _ins, _name in UPDATES:
     for _steps in (1, 2):  # the parameter and every state input after one and two steps
         CASES.append(Case(_op, _ins, compare=[], steps=_steps, name=f"{_name} x{_steps}"))
 
-# ---------------------------------------------------------------------- dropout
+# ---------------------------------------------------------------------- dropout, LSTM
 CASES += [
     Case(Dropout(0.3, training=False), [X], name="Dropout evaluation"),
+    Case(recurrent.LSTMCell(), [rand(3, 16, seed=13, low=-3, high=3), rand(3, 4, seed=14)]),
+    Case(recurrent.LSTMCell(), [rand(2, 8, seed=13, low=-3, high=3).astype(np.float64),
+                                rand(2, 2, seed=14).astype(np.float64)], rtol=1e-12,
+         atol=1e-12, name="LSTMCell float64"),
+    Case(recurrent.LSTMCellGrad(), [rand(3, 16, seed=15, low=-3, high=3), rand(3, 4, seed=16),
+                                    rand(3, 4, seed=17), rand(3, 4, seed=18),
+                                    rand(3, 4, seed=19)]),
+    Case(recurrent.LSTMCellGrad(), [a.astype(np.float64) for a in (
+        rand(2, 8, seed=15, low=-3, high=3), rand(2, 2, seed=16), rand(2, 2, seed=17),
+        rand(2, 2, seed=18), rand(2, 2, seed=19))], rtol=1e-12, atol=1e-12,
+         name="LSTMCellGrad float64"),
+    # saturated gates: the sigmoid takes exp of non-positive numbers only
+    Case(recurrent.LSTMCell(), [rand(2, 8, seed=20, low=-90, high=90), rand(2, 2, seed=21)],
+         name="LSTMCell saturated"),
+    Case(recurrent.LSTMCellGrad(), [rand(2, 8, seed=22, low=-90, high=90), rand(2, 2, seed=23),
+                                    rand(2, 2, seed=24), rand(2, 2, seed=25),
+                                    rand(2, 2, seed=26)], name="LSTMCellGrad saturated"),
 ]

@@ -7,4 +7,4 @@ Importing this package registers every CUDA kernel; it is imported the first tim
 runs on, or a plan is compiled for, a CUDA device.
 """
 from . import elementwise, linalg, shape  # noqa: F401
-from . import dropout, indexing, layout, update  # noqa: F401
+from . import dropout, indexing, layout, recurrent, update  # noqa: F401
