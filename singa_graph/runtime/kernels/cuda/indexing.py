@@ -34,10 +34,9 @@ from .layout import SMALL
 
 
 def _split(x_shape, axis):
-    """(outer, n, inner) extents of ``x_shape`` around ``axis``."""
-    outer = int(np.prod(x_shape[:axis], dtype=np.int64))
-    inner = int(np.prod(x_shape[axis + 1:], dtype=np.int64))
-    return outer, int(x_shape[axis]), inner
+    """``(n, inner)``: the extent of ``axis`` and the size of the axes after it (a kernel
+    views an array as (outer, n, inner))."""
+    return int(x_shape[axis]), int(np.prod(x_shape[axis + 1:], dtype=np.int64))
 
 
 # ---------------------------------------------------------------------- Gather / Take
@@ -65,7 +64,7 @@ def _gather_ws(op, ins, outs):
 @kernel("Gather", "cuda", workspace=_gather_ws)
 def gather(op, ins, outs, ws=None):
     (x,), (y,) = ins, outs
-    outer, n, inner = _split(tuple(x.shape), op.axis)
+    n, inner = _split(tuple(x.shape), op.axis)
     q = op.indices.size
     if y.size == 0:
         return lambda: None
@@ -85,7 +84,7 @@ def gather(op, ins, outs, ws=None):
 def take(op, ins, outs):
     x, idx = ins
     (y,) = outs
-    outer, n, inner = _split(tuple(x.shape), op.axis)
+    n, inner = _split(tuple(x.shape), op.axis)
     if y.size == 0:
         return lambda: None
     if n == 0:  # no entry to read (the CPU raises); keep the output defined
@@ -139,7 +138,7 @@ def _gather_grad_ws(op, ins, outs):
 @kernel("GatherGrad", "cuda", workspace=_gather_grad_ws)
 def gather_grad(op, ins, outs, ws=None):
     (dy,), (dx,) = ins, outs
-    outer, n, inner = _split(tuple(dx.shape), op.axis)
+    n, inner = _split(tuple(dx.shape), op.axis)
     q = op.indices.size
     zero = scalar(dx.dtype, 0)  # sums start from +0, as the CPU's zeroed dx
     if dx.size == 0:
@@ -174,7 +173,9 @@ def _take_grad(dy, idx, dx, n, q, inner):
 def take_grad(op, ins, outs):
     dy, idx = ins
     (dx,) = outs
-    outer, n, inner = _split(tuple(dx.shape), op.axis)
+    n, inner = _split(tuple(dx.shape), op.axis)
+    if dx.size == 0:  # also an axis of extent 0, where no index is valid (the CPU raises)
+        return lambda: None
     zero = step(_fill, dx.size, flat(dx), scalar(dx.dtype, 0))
     add = step(_take_grad, dy.size, flat(dy), flat(idx), flat(dx), n, idx.size, inner)
 
