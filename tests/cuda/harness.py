@@ -3,7 +3,8 @@
 A :class:`Case` is an op instance and its input arrays. The harness binds each device's
 kernel with the registry's own ``bind`` (workspace sized by the kernel's declaration, as a
 plan does), runs it once and compares every output, and every input the op mutates in
-place (optimizer updates, running statistics), within float tolerance.
+place (optimizer updates, running statistics), within float tolerance; a case may run the
+bound step several times first (updates whose state carries over between runs).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ class Case:
     atol: float = 1e-6
     name: str = ""
     compare: list = field(default=None)  # output indices to compare (default: all)
+    steps: int = 1  # runs of the bound step before comparing (state carried between runs)
 
     @property
     def id(self) -> str:
@@ -46,7 +48,8 @@ def _run(case, device):
         device.fill(ws, 0xFF)  # NaN bytes: a kernel that reads scratch it never wrote fails
     with device.activate():
         step = registry.bind(case.op, ins, outs, kind, ws)
-        step()
+        for _ in range(case.steps):
+            step()
         device.synchronize()
     mutated = [device.get(ins[k]) for k in case.op.mutates]
     return [device.get(o) for o in outs], mutated
