@@ -27,6 +27,7 @@ class Case:
     name: str = ""
     compare: list = field(default=None)  # output indices to compare (default: all)
     steps: int = 1  # runs of the bound step before comparing (state carried between runs)
+    prepare: object = None  # prepare(device, input arrays): run first (e.g. start a channel)
 
     @property
     def id(self) -> str:
@@ -41,12 +42,16 @@ def _run(case, device):
     for o in outs:  # a kernel must write every element: start from garbage-like values
         if np.dtype(o.dtype).kind == "f":
             device.fill(o, np.nan)
+    for o, i in case.op.alias.items():  # views, as in a plan and in eager mode
+        outs[o] = ins[i].reshape(tuple(specs[o].shape))
     kind = device.kind
     need = registry.workspace_bytes(case.op, ins, outs, kind)
     ws = device.arena(need) if need else None
     if ws is not None:
         device.fill(ws, 0xFF)  # NaN bytes: a kernel that reads scratch it never wrote fails
     with device.activate():
+        if case.prepare is not None:
+            case.prepare(device, ins)
         step = registry.bind(case.op, ins, outs, kind, ws)
         for _ in range(case.steps):
             step()
