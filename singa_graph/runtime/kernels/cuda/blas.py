@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32, float64
 
-from .launch import SIM, flat, noop
+from .launch import SIM, flat, launcher, noop
 
 # A tile is TILE x TILE threads; the simulator runs each thread as a Python thread.
 TILE = 4 if SIM else 16
@@ -96,7 +96,7 @@ def _fallback(a, b, c, trans_a, trans_b, alpha, beta, batch, strides):
     if batch > 65535:
         raise ValueError(f"batched GEMM of {batch} products exceeds the grid limit 65535")
     grid = (-(-n // TILE), -(-m // TILE), batch)
-    launch = kern[grid, (TILE, TILE)]
+    launch = launcher(kern, grid, (TILE, TILE))  # a grid that covers c: keep it per GEMM
     dt = c.dtype.type
     args = (flat(a), flat(b), flat(c), m, n, k, bool(trans_a), bool(trans_b), dt(alpha),
             dt(beta)) + tuple(strides)

@@ -47,9 +47,20 @@ def blocks(n: int) -> int:
     return max(1, min(max_blocks(), -(-int(n) // TPB)))
 
 
+def launcher(kern, grid, block):
+    """``kern[grid, block]``, kept for launching later. On a GPU that is a launch
+    configuration of its own; the simulator's ``kern[grid, block]`` instead sets the grid on
+    the kernel object itself, so a later configuration of the same kernel (another node of a
+    plan, another chunk) would change this launch's grid: there it configures at each call."""
+    if SIM:
+        return lambda *args: kern[grid, block](*args)
+    return kern[grid, block]
+
+
 def configured(kern, n: int, *, threads: int = TPB):
     """``kern`` configured for a grid-stride loop over ``n`` items."""
-    return kern[blocks(n) if threads == TPB else max(1, min(max_blocks(), int(n))), threads]
+    return launcher(kern, blocks(n) if threads == TPB else max(1, min(max_blocks(), int(n))),
+                    threads)
 
 
 def step(kern, n: int, *args):
