@@ -1,5 +1,5 @@
-"""Kernel cases: convolutions (im2col + GEMM, depthwise direct kernels)
-(runtime/kernels/cuda/conv.py, depthwise.py).
+"""Kernel cases: convolutions (im2col + GEMM, depthwise direct kernels) and pooling
+(runtime/kernels/cuda/conv.py, depthwise.py, pool.py).
 
 Every conv geometry runs as Conv2d, Conv2dGradInput and Conv2dGradWeight. Shapes are tiny
 (batch 2, a few channels, 5x5 to 7x7): the simulator runs a Python thread per GPU thread.
@@ -7,7 +7,7 @@ Chunks of fewer samples than the batch are covered by test_conv_chunks.py.
 """
 import numpy as np
 
-from singa_graph.ops import conv
+from singa_graph.ops import conv, pool
 
 from harness import Case, rand
 
@@ -71,3 +71,66 @@ def conv_cases(name, n, c, o, groups, k, stride, padding, dilation, h, w, bias, 
 
 
 CASES = [c for i, g in enumerate(GEOMETRIES) for c in conv_cases(*g, seed=10 * i)]
+
+
+# ---------------------------------------------------------------------- pooling
+def _ties(n, c, h, w, dtype=np.float32):
+    """Few distinct values: windows with several equal maxima (the tie rule matters)."""
+    rng = np.random.default_rng(h * w + c)
+    return rng.integers(-2, 3, (n, c, h, w)).astype(dtype)
+
+
+# (name, kernel, stride, padding, H, W)
+WINDOWS = [
+    ("2x2", 2, None, 0, 6, 6),
+    ("2x2 odd size", 2, 2, 0, 7, 5),
+    ("3x3 stride 2 pad 1", 3, 2, 1, 7, 7),
+    ("3x3 stride 1 pad 1 (overlapping)", 3, 1, 1, 5, 6),
+    ("3x2 stride (1, 2) asymmetric pads", (3, 2), (1, 2), (1, 0, 0, 1), 6, 7),
+    ("1x1 stride 2", 1, 2, 0, 5, 5),
+]
+
+for _i, (_name, _k, _s, _p, _h, _w) in enumerate(WINDOWS):
+    _x = rand(2, 3, _h, _w, seed=100 + _i)
+    _t = _ties(2, 3, _h, _w)
+    _mx = pool.MaxPool2d(_k, _s, _p)
+    _shape = _mx.output_shape(_x.shape)
+    _dy = rand(*_shape, seed=200 + _i)
+    CASES += [
+        Case(_mx, [_x], name=f"MaxPool2d {_name}"),
+        Case(_mx, [_t], name=f"MaxPool2d {_name} ties"),
+        Case(pool.MaxPool2dGrad(_k, _s, _p), [_dy, _x], name=f"MaxPool2dGrad {_name}"),
+        Case(pool.MaxPool2dGrad(_k, _s, _p), [_dy, _t], name=f"MaxPool2dGrad {_name} ties"),
+    ]
+    for _inc in (False, True):
+        _tag = " count_include_pad" if _inc else ""
+        CASES += [
+            Case(pool.AvgPool2d(_k, _s, _p, _inc), [_x], name=f"AvgPool2d {_name}{_tag}"),
+            Case(pool.AvgPool2dGrad(_k, _s, _p, _inc, x_shape=_x.shape), [_dy],
+                 name=f"AvgPool2dGrad {_name}{_tag}"),
+        ]
+
+_X64 = rand(2, 2, 7, 6, seed=300, dtype=F64)
+_DY64 = rand(2, 2, 4, 3, seed=301, dtype=F64)
+_NAN = rand(2, 2, 4, 4, seed=302)
+_NAN[0, 0, 0, 0] = np.nan  # first cell of a window: the max is NaN and takes the gradient
+_NAN[0, 1, 1, 1] = np.nan  # last cell of a window: skipped, as the CPU's v > m does
+CASES += [
+    Case(pool.MaxPool2d(3, 2, 1), [_X64], 1e-12, 1e-12, name="MaxPool2d float64"),
+    Case(pool.MaxPool2dGrad(3, 2, 1), [_DY64, _X64], 1e-12, 1e-12,
+         name="MaxPool2dGrad float64"),
+    Case(pool.AvgPool2d(3, 2, 1), [_X64], 1e-12, 1e-12, name="AvgPool2d float64"),
+    Case(pool.AvgPool2dGrad(3, 2, 1, x_shape=_X64.shape), [_DY64], 1e-12, 1e-12,
+         name="AvgPool2dGrad float64"),
+    Case(pool.MaxPool2d(2), [_NAN], name="MaxPool2d NaN"),
+    Case(pool.MaxPool2dGrad(2), [rand(2, 2, 2, 2, seed=303), _NAN], name="MaxPool2dGrad NaN"),
+    Case(pool.GlobalAveragePool(), [rand(2, 3, 5, 5, seed=304)],
+         name="GlobalAveragePool small planes (a thread per plane)"),
+    Case(pool.GlobalAveragePool(), [rand(2, 3, 7, 6, seed=305)],
+         name="GlobalAveragePool large planes (a block tree per plane)"),
+    Case(pool.GlobalAveragePool(), [rand(1, 2, 17, 16, seed=308)],
+         name="GlobalAveragePool planes over a real GPU's block"),
+    Case(pool.GlobalAveragePool(), [rand(2, 2, 1, 1, seed=306)], name="GlobalAveragePool 1x1"),
+    Case(pool.GlobalAveragePool(), [rand(2, 3, 6, 7, seed=307, dtype=F64)], 1e-12, 1e-12,
+         name="GlobalAveragePool float64"),
+]
