@@ -24,6 +24,11 @@ Depthwise convs (one input channel per group, any channel multiplier) skip the G
 
 The input gradient is col2im as a gather (a thread per input pixel sums the column entries
 that cover it, in the CPU's tap order): no atomics, deterministic.
+
+Launches per chunk (bracketed: only where needed): forward im2col, GEMM [, epilogue for
+bias/ReLU with one group; always with groups and m > 1]; input gradient [dy transpose
+with groups and m > 1,] GEMM, col2im; weight gradient im2col fused with the dy transpose,
+GEMM (beta = 1 after the first chunk; with groups, a product and an add).
 """
 from __future__ import annotations
 
