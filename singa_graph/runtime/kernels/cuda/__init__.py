@@ -6,5 +6,5 @@ absent (the CUDA simulator).
 Importing this package registers every CUDA kernel; it is imported the first time an op
 runs on, or a plan is compiled for, a CUDA device.
 """
-from . import (dist, dropout, elementwise, indexing, layout, linalg, recurrent,  # noqa: F401
-               shape, update)
+from . import (conv, dist, dropout, elementwise, indexing, layout, linalg, pool,  # noqa: F401
+               recurrent, shape, update)
