@@ -1,0 +1,51 @@
+"""Kernel cases: reductions (Sum, Mean, SumTo), row-wise softmax ops, losses, ArgMax and
+BatchNorm (runtime/kernels/cuda/reduce.py, activation.py, loss.py, norm.py).
+
+The simulator runs TPB = 32 threads per block and smaller sizing thresholds (see
+cuda/reduce.py), so these tiny shapes reach every mapping: one thread per output, narrow
+and full-block groups, and extents split over several blocks (two launches)."""
+import numpy as np
+
+from singa_graph.ops import elementwise as ew
+from singa_graph.ops import reduce as red
+
+from harness import Case, rand
+
+X = rand(3, 4, 5)
+X64 = X.astype(np.float64)
+LONG = rand(4, 50, seed=1)          # 200 elements: a scalar reduction is split
+INTS = np.arange(-20, 40, dtype=np.int32).reshape(3, 4, 5)
+
+CASES = [
+    # Sum / Mean: every axis form, keepdims, negative axes, dtypes
+    Case(red.Sum(), [X], name="Sum all"),
+    Case(red.Sum(None, True), [X], name="Sum all keepdims"),
+    Case(red.Sum(1), [X], name="Sum middle axis"),
+    Case(red.Sum(-1), [X], name="Sum negative axis"),
+    Case(red.Sum((0, 2), True), [X], name="Sum outer+inner keepdims"),
+    Case(red.Sum((0, -2)), [X], name="Sum leading axes (kept inner)"),
+    Case(red.Sum(0), [rand(6, 70, seed=2)], name="Sum columns (thread per output)"),
+    Case(red.Sum(), [LONG], name="Sum all split"),
+    Case(red.Sum(1), [rand(2, 300, seed=3)], name="Sum rows split"),
+    Case(red.Sum((0, 2)), [rand(5, 2, 40, seed=4)], name="Sum per channel split"),
+    Case(red.Sum(1), [X64], name="Sum float64"),
+    Case(red.Sum(0), [INTS], name="Sum int32"),
+    Case(red.Sum(), [INTS.astype(np.int64) * 10**12], name="Sum int64 split-free exact"),
+    Case(red.Sum(), [np.arange(300, dtype=np.int64) * 10**12], name="Sum int64 split"),
+    Case(red.Sum(1), [np.zeros((3, 0), np.float32)], name="Sum over an empty axis"),
+    Case(red.Mean(), [X], name="Mean all"),
+    Case(red.Mean((1, 2), True), [X], name="Mean keepdims"),
+    Case(red.Mean(-1), [X64], name="Mean float64 negative axis"),
+    Case(red.Mean(), [LONG], name="Mean all split"),
+    Case(red.Mean(0), [INTS], name="Mean int32"),
+    Case(red.Mean(1), [np.zeros((3, 0), np.float32)], name="Mean over an empty axis"),
+    # SumTo: the broadcast patterns that gradients undo
+    Case(ew.SumTo((1, 4, 1, 1)), [rand(3, 4, 3, 3, seed=5)], name="SumTo conv bias"),
+    Case(ew.SumTo((3, 1, 1)), [rand(8, 3, 5, 5, seed=6)], name="SumTo bias split"),
+    Case(ew.SumTo((5,)), [X], name="SumTo trailing (leading dims dropped)"),
+    Case(ew.SumTo((3, 1, 5)), [X], name="SumTo middle"),
+    Case(ew.SumTo((1,)), [X], name="SumTo scalar"),
+    Case(ew.SumTo((1, 1)), [LONG], name="SumTo scalar split"),
+    Case(ew.SumTo((3, 4, 5)), [X], name="SumTo same shape (copy)"),
+    Case(ew.SumTo((4, 5)), [X64], name="SumTo float64"),
+]
