@@ -6,6 +6,7 @@ cuda/reduce.py), so these tiny shapes reach every mapping: one thread per output
 and full-block groups, and extents split over several blocks (two launches)."""
 import numpy as np
 
+from singa_graph.ops import activation as act
 from singa_graph.ops import elementwise as ew
 from singa_graph.ops import reduce as red
 
@@ -48,4 +49,37 @@ CASES = [
     Case(ew.SumTo((1, 1)), [LONG], name="SumTo scalar split"),
     Case(ew.SumTo((3, 4, 5)), [X], name="SumTo same shape (copy)"),
     Case(ew.SumTo((4, 5)), [X64], name="SumTo float64"),
+]
+
+# Row-wise ops: rows of 3 (one thread per row), 10 (narrow groups), 40 and 70 (a block per
+# row), along the last and a middle axis, float32 and float64
+LOGITS = rand(6, 10, seed=10, low=-4, high=4)
+for _n in (3, 10, 40, 70):
+    _x = rand(5, _n, seed=11 + _n, low=-5, high=5)
+    _dy = rand(5, _n, seed=12 + _n)
+    _sm = np.exp(_x - _x.max(1, keepdims=True))
+    _sm /= _sm.sum(1, keepdims=True)
+    CASES += [
+        Case(act.Softmax(-1), [_x], name=f"Softmax rows of {_n}"),
+        Case(act.LogSoftmax(1), [_x], name=f"LogSoftmax rows of {_n}"),
+        Case(act.SoftmaxGrad(1), [_dy, _sm], name=f"SoftmaxGrad rows of {_n}"),
+        Case(act.LogSoftmaxGrad(-1), [_dy, np.log(_sm)], name=f"LogSoftmaxGrad rows of {_n}"),
+    ]
+_x4 = rand(2, 6, 3, 2, seed=20, low=-3, high=3)
+_p4 = np.exp(_x4) / np.exp(_x4).sum(1, keepdims=True)
+_d4 = rand(2, 6, 3, 2, seed=21)
+CASES += [
+    Case(act.Softmax(1), [_x4], name="Softmax along axis 1 of NCHW"),
+    Case(act.LogSoftmax(-3), [_x4], name="LogSoftmax along axis -3 of NCHW"),
+    Case(act.SoftmaxGrad(1), [_d4, _p4], name="SoftmaxGrad along axis 1 of NCHW"),
+    Case(act.LogSoftmaxGrad(1), [_d4, np.log(_p4)], name="LogSoftmaxGrad along axis 1"),
+    Case(act.Softmax(0), [rand(40, 3, seed=22, low=-3, high=3)], name="Softmax along axis 0"),
+    Case(act.Softmax(1), [LOGITS.astype(np.float64)], name="Softmax float64"),
+    Case(act.LogSoftmax(1), [LOGITS.astype(np.float64)], name="LogSoftmax float64"),
+    Case(act.SoftmaxGrad(1), [_dy.astype(np.float64), _sm.astype(np.float64)],
+         name="SoftmaxGrad float64"),
+    Case(act.LogSoftmaxGrad(1), [_dy.astype(np.float64), np.log(_sm).astype(np.float64)],
+         name="LogSoftmaxGrad float64"),
+    Case(act.Softmax(1), [np.array([[1e4, 0, -1e4], [3, 3, 3]], np.float32)],
+         name="Softmax large logits"),
 ]
