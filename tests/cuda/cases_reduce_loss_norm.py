@@ -8,6 +8,7 @@ import numpy as np
 
 from singa_graph.ops import activation as act
 from singa_graph.ops import elementwise as ew
+from singa_graph.ops import loss
 from singa_graph.ops import reduce as red
 
 from harness import Case, rand
@@ -82,4 +83,85 @@ CASES += [
          name="LogSoftmaxGrad float64"),
     Case(act.Softmax(1), [np.array([[1e4, 0, -1e4], [3, 3, 3]], np.float32)],
          name="Softmax large logits"),
+]
+
+
+# Losses: labels (int32, int64) and one-hot / probability targets; a batch small enough for
+# one block and one launch, and one whose blocks' partials take a second launch
+def _onehot(lab, c):
+    return np.eye(c, dtype=np.float32)[lab]
+
+
+def _probs(n, c, seed):
+    p = rand(n, c, seed=seed, low=0.0, high=1.0)
+    return p / p.sum(1, keepdims=True)
+
+
+LAB = np.array([3, 0, 9, 9, 1, 5], np.int32)
+BIG = rand(40, 12, seed=30, low=-4, high=4)  # 480 logits: several blocks
+BIG_LAB = (np.arange(40) * 7 % 12).astype(np.int64)
+DY = np.array([0.7], np.float32)
+CASES += [
+    Case(loss.SoftmaxCrossEntropy(), [LOGITS, LAB], name="SCE int32 labels"),
+    Case(loss.SoftmaxCrossEntropy(), [LOGITS, _onehot(LAB, 10)], name="SCE one-hot"),
+    Case(loss.SoftmaxCrossEntropy(), [LOGITS, _probs(6, 10, 31)], name="SCE probabilities"),
+    Case(loss.SoftmaxCrossEntropy(), [BIG, BIG_LAB], name="SCE int64 labels split"),
+    Case(loss.SoftmaxCrossEntropy(), [BIG, _probs(40, 12, 32)], name="SCE probs split"),
+    Case(loss.SoftmaxCrossEntropy(), [rand(3, 70, seed=33), np.array([0, 69, 5])],
+         name="SCE long rows"),
+    Case(loss.SoftmaxCrossEntropy(), [rand(5, 3, seed=34), np.array([2, 0, 1, 1, 0])],
+         name="SCE rows of 3"),
+    Case(loss.SoftmaxCrossEntropy(), [LOGITS.astype(np.float64), LAB],
+         name="SCE float64"),
+    Case(loss.SoftmaxCrossEntropyGrad(), [LOGITS, LAB, DY], name="SCEGrad labels"),
+    Case(loss.SoftmaxCrossEntropyGrad(), [LOGITS, _onehot(LAB, 10), DY],
+         name="SCEGrad one-hot"),
+    Case(loss.SoftmaxCrossEntropyGrad(), [BIG, _probs(40, 12, 35), DY],
+         name="SCEGrad probabilities"),
+    Case(loss.SoftmaxCrossEntropyGrad(), [rand(3, 70, seed=36), np.array([0, 69, 5]), DY],
+         name="SCEGrad long rows"),
+    Case(loss.SoftmaxCrossEntropyGrad(),
+         [LOGITS.astype(np.float64), LAB.astype(np.int64), DY.astype(np.float64)],
+         name="SCEGrad float64"),
+    Case(loss.CrossEntropy(), [_probs(6, 10, 37), _onehot(LAB, 10)], name="CE one-hot"),
+    Case(loss.CrossEntropy(), [_probs(40, 12, 38), _probs(40, 12, 39)], name="CE split"),
+    Case(loss.CrossEntropy(), [np.array([[0.0, 1.0], [0.5, 0.5]], np.float32),
+                               np.array([[0.0, 1.0], [1.0, 0.0]], np.float32)],
+         name="CE zero probability of a zero target"),
+    Case(loss.CrossEntropy(), [np.array([[0.0, 1.0]], np.float32),
+                               np.array([[1.0, 0.0]], np.float32)],
+         name="CE zero probability of the target (inf)"),
+    Case(loss.CrossEntropy(), [_probs(6, 10, 40).astype(np.float64),
+                               _onehot(LAB, 10).astype(np.float64)], name="CE float64"),
+    Case(loss.CrossEntropyGrad(), [_probs(6, 10, 41), _onehot(LAB, 10), DY], name="CEGrad"),
+    Case(loss.CrossEntropyGrad(), [np.array([[0.0, 1.0], [0.0, 0.5]], np.float32),
+                                   np.array([[0.0, 1.0], [1.0, 0.0]], np.float32), DY],
+         name="CEGrad zero probability (0 and -inf)"),
+    Case(loss.CrossEntropyGrad(), [_probs(6, 10, 42).astype(np.float64),
+                                   _probs(6, 10, 43).astype(np.float64), DY.astype(np.float64)],
+         name="CEGrad float64"),
+    Case(loss.MeanSquareError(), [X, rand(3, 4, 5, seed=44)], name="MSE"),
+    Case(loss.MeanSquareError(), [LONG, rand(4, 50, seed=45)], name="MSE split"),
+    Case(loss.MeanSquareError(), [X64, X64 * 0.5], name="MSE float64"),
+    Case(loss.MeanSquareErrorGrad(), [X, rand(3, 4, 5, seed=46), DY], name="MSEGrad"),
+    Case(loss.MeanSquareErrorGrad(), [X64, X64 * 0.5, DY.astype(np.float64)],
+         name="MSEGrad float64"),
+]
+
+# ArgMax: every axis, keepdims, ties (the first wins), NaN (the first NaN wins), integers
+TIES = np.array([[1, 3, 3, 0], [2, 2, 2, 2], [5, 1, 5, 5]], np.float32)
+NANS = np.array([[1, np.nan, 3, np.nan], [np.nan, 0, 9, 1], [0, 1, 2, np.inf]], np.float32)
+CASES += [
+    Case(loss.ArgMax(), [LOGITS], name="ArgMax last axis"),
+    Case(loss.ArgMax(0, True), [X], name="ArgMax axis 0 keepdims"),
+    Case(loss.ArgMax(-2), [X], name="ArgMax middle axis"),
+    Case(loss.ArgMax(1), [rand(3, 70, seed=47)], name="ArgMax long rows"),
+    Case(loss.ArgMax(1), [np.tile(TIES, (1, 3))], name="ArgMax ties in groups"),
+    Case(loss.ArgMax(), [TIES], name="ArgMax ties"),
+    Case(loss.ArgMax(), [NANS], name="ArgMax NaN"),
+    Case(loss.ArgMax(1), [np.tile(NANS, (1, 5))], name="ArgMax NaN in groups"),
+    Case(loss.ArgMax(), [INTS], name="ArgMax int32"),
+    Case(loss.ArgMax(0), [np.array([[2**60 + 1, 5], [2**60 + 2, 5]], np.int64)],
+         name="ArgMax int64 beyond float64"),
+    Case(loss.ArgMax(1), [X64], name="ArgMax float64"),
 ]

@@ -262,16 +262,24 @@ def reduce_step(x, y, axes, mode=SUM, ws=None):
                               mode, div)
     part = carve(ws, ((p.nout * p.split,), np.int64 if integer else np.float64))[0]
     first = kern[grid(p.nout * p.split, p.w), TPB]
-    # the partials of output o are part[o*split:(o+1)*split]: a second reduction of them
-    w2 = width(p.split)
-    second = kern[grid(p.nout, w2), TPB]
-    ps, pt = padded((p.nout,)), padded((p.split,), fill=0)
-    qs, qt = padded((p.split,)), padded((1,), fill=0)
+    second = partials_step(part, fy, p.nout, p.split, mode, div)
 
     def run():
         first(fx, fy, part, ks, kt, knd, rs, rt, rnd, p.nout, p.n, p.w, p.split, mode, div)
-        second(part, fy, part, ps, pt, 1, qs, qt, 1, p.nout, p.split, w2, 1, mode, div)
+        second()
     return run
+
+
+def partials_step(part, y, nout, split, mode=SUM, div=1.0):
+    """The step that ends a split reduction: ``y[o]`` = the sum (or, with ``mode`` MEAN,
+    the sum divided by ``div``) of ``part[o*split:(o+1)*split]`` (float64 or int64)."""
+    kern = _reduce_i if np.dtype(part.dtype).kind == "i" else _reduce_f
+    w = width(split)
+    launch = kern[grid(nout, w), TPB]
+    ps, pt = padded((nout,)), padded((split,), fill=0)
+    qs, qt = padded((split,)), padded((1,), fill=0)
+    fy = flat(y)
+    return lambda: launch(part, fy, part, ps, pt, 1, qs, qt, 1, nout, split, w, 1, mode, div)
 
 
 def reduce_workspace(shape, axes) -> int:
@@ -321,4 +329,4 @@ def sum_to(op, ins, outs, ws):
 
 
 __all__ = ["TINY", "FILL", "width", "split_of", "grid", "tree_sum", "tree_sum2", "tree_max",
-           "offset", "reduce_step", "reduce_workspace", "SUM", "MEAN"]
+           "offset", "reduce_step", "reduce_workspace", "partials_step", "SUM", "MEAN"]
