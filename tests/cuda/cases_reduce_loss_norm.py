@@ -9,6 +9,7 @@ import numpy as np
 from singa_graph.ops import activation as act
 from singa_graph.ops import elementwise as ew
 from singa_graph.ops import loss
+from singa_graph.ops import norm
 from singa_graph.ops import reduce as red
 
 from harness import Case, rand
@@ -164,4 +165,54 @@ CASES += [
     Case(loss.ArgMax(0), [np.array([[2**60 + 1, 5], [2**60 + 2, 5]], np.int64)],
          name="ArgMax int64 beyond float64"),
     Case(loss.ArgMax(1), [X64], name="ArgMax float64"),
+]
+
+
+# BatchNorm: training (batch statistics, running statistics updated in place and compared)
+# and eval, each with and without the fused ReLU; NCHW and NC inputs; few channels with many
+# elements (statistics split over blocks); a mean far from zero; float64
+def _bn_inputs(shape, seed, dtype=np.float32, shift=0.0):
+    c = shape[1]
+    x = rand(*shape, seed=seed, low=-2, high=2, dtype=dtype) + dtype(shift)
+    return [x, rand(c, seed=seed + 1, low=0.5, high=1.5, dtype=dtype),
+            rand(c, seed=seed + 2, dtype=dtype), rand(c, seed=seed + 3, dtype=dtype),
+            rand(c, seed=seed + 4, low=0.5, high=2.0, dtype=dtype)]
+
+
+def _bn_grad_inputs(shape, seed, relu, dtype=np.float32):
+    x, scale = _bn_inputs(shape, seed, dtype)[:2]
+    axes = (0,) + tuple(range(2, len(shape)))
+    mean = x.mean(axes).astype(dtype)
+    inv = (1 / np.sqrt(x.var(axes) + 1e-5)).astype(dtype)
+    ins = [rand(*shape, seed=seed + 5, dtype=dtype), x, scale, mean, inv]
+    if relu:
+        ins.append(np.maximum(rand(*shape, seed=seed + 6, dtype=dtype), 0))
+    return ins
+
+
+# (3, 1, 7, 7): one channel, so the apply pass also splits it into chunks
+BN_SHAPES = [((2, 3, 4, 4), "NCHW"), ((6, 5), "NC"), ((4, 2, 6, 6), "split"),
+             ((3, 1, 7, 7), "one channel")]
+for _shape, _what in BN_SHAPES:
+    for _relu in (False, True):
+        _tag = f"{_what}{' relu' if _relu else ''}"
+        CASES += [
+            Case(norm.BatchNorm2d(0.9, 1e-5, True, _relu), _bn_inputs(_shape, 50),
+                 rtol=1e-5, atol=1e-5, name=f"BatchNorm2d train {_tag}"),
+            Case(norm.BatchNorm2d(0.9, 1e-5, False, _relu), _bn_inputs(_shape, 51),
+                 name=f"BatchNorm2d eval {_tag}"),
+            Case(norm.BatchNorm2dGrad(_relu), _bn_grad_inputs(_shape, 52, _relu),
+                 rtol=1e-5, atol=1e-5, name=f"BatchNorm2dGrad {_tag}"),
+        ]
+CASES += [
+    Case(norm.BatchNorm2d(0.1, 1e-3, True), _bn_inputs((3, 2, 3, 3), 53, shift=1000.0),
+         rtol=1e-5, atol=1e-4, name="BatchNorm2d train mean far from zero, momentum 0.1"),
+    Case(norm.BatchNorm2d(0.9, 1e-5, True, True), _bn_inputs((2, 3, 2, 2), 54, np.float64),
+         rtol=1e-10, atol=1e-10, name="BatchNorm2d train float64 relu"),
+    Case(norm.BatchNorm2d(0.9, 1e-5, False), _bn_inputs((2, 3, 2, 2), 55, np.float64),
+         rtol=1e-10, atol=1e-10, name="BatchNorm2d eval float64"),
+    Case(norm.BatchNorm2dGrad(True), _bn_grad_inputs((2, 3, 2, 2), 56, True, np.float64),
+         rtol=1e-10, atol=1e-10, name="BatchNorm2dGrad float64 relu"),
+    Case(norm.BatchNorm2d(0.9, 1e-5, True), _bn_inputs((1, 2, 1, 1), 57),
+         name="BatchNorm2d train one element per channel"),
 ]

@@ -6,4 +6,4 @@ absent (the CUDA simulator).
 Importing this package registers every CUDA kernel; it is imported the first time an op
 runs on, or a plan is compiled for, a CUDA device.
 """
-from . import activation, elementwise, linalg, loss, reduce, shape  # noqa: F401
+from . import activation, elementwise, linalg, loss, norm, reduce, shape  # noqa: F401
