@@ -47,26 +47,35 @@ def loss_blocks(groups: int, w: int, size: int) -> int:
 
 
 @cuda.jit(device=True)
-def _block_total(acc, out, part, div, shd):
-    """Add ``acc`` over the block; thread 0 writes the loss (a one-block grid) or the
-    block's partial."""
+def _block_total(acc, out, part, vb, nb, div, shd):
+    """Add ``acc`` over the block; thread 0 writes the loss (``nb`` == 1) or the partial of
+    virtual block ``vb``."""
     t = cuda.threadIdx.x
     acc = tree_sum(shd, acc, t, TPB)
     if t == 0:
-        if cuda.gridDim.x == 1:
+        if nb == 1:
             out[0] = acc / div
         else:
-            part[cuda.blockIdx.x] = acc
+            part[vb] = acc
 
 
 # ---------------------------------------------------------------------- softmax cross-entropy
 @cuda.jit(device=True)
-def _sce_body(x, t, labels, out, part, nrows, c, w, div, shv, shd, sh2):
+def _sce_body(x, t, labels, out, part, nb, nrows, c, w, div, shv, shd, sh2):
     tid = cuda.threadIdx.x
     lane = tid % w
     per = TPB // w
-    acc = F0  # lane 0 of a group: the sum of its rows' terms
-    for r0 in range(cuda.blockIdx.x * per, nrows, cuda.gridDim.x * per):
+    for vb in range(cuda.blockIdx.x, nb, cuda.gridDim.x):
+        acc = _sce_rows(x, t, labels, vb, nb, nrows, c, w, lane, per, shv, shd, sh2)
+        _block_total(acc, out, part, vb, nb, div, shd)
+
+
+@cuda.jit(device=True)
+def _sce_rows(x, t, labels, vb, nb, nrows, c, w, lane, per, shv, shd, sh2):
+    """The sum of the loss terms of virtual block ``vb``'s rows, in lane 0 of each group."""
+    tid = cuda.threadIdx.x
+    acc = F0
+    for r0 in range(vb * per, nrows, nb * per):
         r = r0 + tid // w
         live = r < nrows
         base = r * c if live else 0
@@ -94,23 +103,23 @@ def _sce_body(x, t, labels, out, part, nrows, c, w, div, shv, shd, sh2):
                 acc += lse - x[base + k] if 0 <= k < c else NAN
             else:  # sum_c t_c (lse - x_c)
                 acc += lse * st - stx
-    _block_total(acc, out, part, div, shd)
+    return acc
 
 
 @cuda.jit(cache=True)
-def _sce_f32(x, t, labels, out, part, nrows, c, w, div):
+def _sce_f32(x, t, labels, out, part, nb, nrows, c, w, div):
     shv = cuda.shared.array(TPB, float32)
     shd = cuda.shared.array(TPB, float64)
     sh2 = cuda.shared.array((2, TPB), float64)
-    _sce_body(x, t, labels, out, part, nrows, c, w, div, shv, shd, sh2)
+    _sce_body(x, t, labels, out, part, nb, nrows, c, w, div, shv, shd, sh2)
 
 
 @cuda.jit(cache=True)
-def _sce_f64(x, t, labels, out, part, nrows, c, w, div):
+def _sce_f64(x, t, labels, out, part, nb, nrows, c, w, div):
     shv = cuda.shared.array(TPB, float64)
     shd = cuda.shared.array(TPB, float64)
     sh2 = cuda.shared.array((2, TPB), float64)
-    _sce_body(x, t, labels, out, part, nrows, c, w, div, shv, shd, sh2)
+    _sce_body(x, t, labels, out, part, nb, nrows, c, w, div, shv, shd, sh2)
 
 
 def _sce_blocks(x):
@@ -126,18 +135,21 @@ def _partials_ws(blocks_of):
 
 
 def _loss_step(kern, nb, head, tail, out, ws, div):
-    """A loss step: ``kern(*head, out, part, *tail, div)`` over ``nb`` blocks, then, when
-    there are several, the sum of their partials divided by ``div`` into ``out``."""
+    """A loss step: ``kern(*head, out, part, nb, *tail, div)`` over ``nb`` blocks, then,
+    when there are several, the sum of their partials divided by ``div`` into ``out``.
+
+    The kernels loop over ``nb`` *virtual* blocks, so what they compute does not depend on
+    the grid they run on (the simulator's kernels keep only their last configuration)."""
     fo = flat(out)
     if nb == 1:
         launch = kern[1, TPB]
-        return lambda: launch(*head, fo, fo, *tail, div)
+        return lambda: launch(*head, fo, fo, 1, *tail, div)
     part = carve(ws, ((nb,), np.float64))[0]
     launch = kern[nb, TPB]
     finish = partials_step(part, fo, 1, nb, MEAN, div)
 
     def run():
-        launch(*head, fo, part, *tail, div)
+        launch(*head, fo, part, nb, *tail, div)
         finish()
     return run
 
@@ -229,17 +241,18 @@ def _log(v):
 
 
 @cuda.jit(cache=True)
-def _flat_loss(code, a, b, out, part, n, div):
+def _flat_loss(code, a, b, out, part, nb, n, div):
     shd = cuda.shared.array(TPB, float64)
-    acc = F0
-    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
-        if code == CE:
-            if b[i] != 0:  # t == 0 adds nothing, even where y == 0
-                acc -= b[i] * _log(F0 + a[i])
-        else:
-            d = F0 + a[i] - b[i]
-            acc += d * d
-    _block_total(acc, out, part, div, shd)
+    for vb in range(cuda.blockIdx.x, nb, cuda.gridDim.x):
+        acc = F0
+        for i in range(vb * TPB + cuda.threadIdx.x, n, nb * TPB):
+            if code == CE:
+                if b[i] != 0:  # t == 0 adds nothing, even where y == 0
+                    acc -= b[i] * _log(F0 + a[i])
+            else:
+                d = F0 + a[i] - b[i]
+                acc += d * d
+        _block_total(acc, out, part, vb, nb, div, shd)
 
 
 def _flat_blocks(a):

@@ -2,7 +2,7 @@
 passes/fuse.py folds in as ``relu``) and BatchNorm2dGrad (with the folded ReLU backward).
 
 Inputs are ``(N, C, S)`` (S = H*W, or 1 for 2-d inputs), channel ``c``'s element ``j`` of
-``m = N*S`` at ``((j // S) * C + c) * S + j % S``. Two launches per op, the minimum for a
+``m = N*S`` at ``((j // S) * C + c) * S + j % S`` (walked by additions, :func:`_walk`). Two launches per op, the minimum for a
 reduction followed by a map over the same data:
 
 1. *statistics* (training and backward): blocks own ``(channel, part)`` pairs; a block's
@@ -48,9 +48,25 @@ def chunks_of(c: int, m: int) -> int:
     return max(1, min(-(-max_blocks() // c), -(-m // (4 * TPB))))
 
 
+# A thread walks channel c's elements j = start, start + stride, ... < m. Their offsets are
+# advanced by additions (the position r within the S-plane wraps at most once a step, since
+# stride % s < s): the two divisions happen once per walk, not once per element.
 @cuda.jit(device=True)
-def _index(j, c, ch, s):
-    return ((j // s) * ch + c) * s + j % s
+def _walk(start, stride, c, ch, s):
+    """``(offset, r, plane_step, r_step)`` that begin a walk: see :func:`_next`."""
+    return (((start // s) * ch + c) * s + start % s, start % s,
+            (stride // s) * ch * s + stride % s, stride % s)
+
+
+@cuda.jit(device=True)
+def _next(i, r, di, dr, ch, s):
+    """The offset and plane position of the walk's next element."""
+    r += dr
+    i += di
+    if r >= s:
+        r -= s
+        i += (ch - 1) * s
+    return i, r
 
 
 @cuda.jit(cache=True)
@@ -61,19 +77,22 @@ def _stats(mode, x, g, z, relu, mean, ch, s, m, split, p1, p2):
         c = b // split
         a1 = F0
         a2 = F0
+        start = (b % split) * TPB + t
+        i, r, di, dr = _walk(start, split * TPB, c, ch, s)
         if mode == STATS_TRAIN:
             k = F0 + x[c * s]  # the shift: element (0, c, 0)
-            for j in range((b % split) * TPB + t, m, split * TPB):
-                d = x[_index(j, c, ch, s)] - k
+            for _ in range(start, m, split * TPB):
+                d = x[i] - k
                 a1 += d
                 a2 += d * d
+                i, r = _next(i, r, di, dr, ch, s)
         else:  # sum(dy) and sum(dy * (x - mean)), dy masked by the ReLU output
             mu = F0 + mean[c]
-            for j in range((b % split) * TPB + t, m, split * TPB):
-                i = _index(j, c, ch, s)
+            for _ in range(start, m, split * TPB):
                 gi = F0 + g[i] if not relu or z[i] > 0 else F0
                 a1 += gi
                 a2 += gi * (x[i] - mu)
+                i, r = _next(i, r, di, dr, ch, s)
         a1, a2 = tree_sum2(sh2, a1, a2, t, TPB)
         if t == 0:
             p1[b] = a1
@@ -114,12 +133,13 @@ def _forward(train, x, scale, bias, rm, rv, y, mean_out, inv_out, p1, p2, ch, s,
             inv = 1.0 / math.sqrt(rv[c] + eps)
         a = scale[c] * inv
         off = bias[c] - mu * a
-        for j in range(q * TPB + t, m, chunks * TPB):
-            i = _index(j, c, ch, s)
+        i, r, di, dr = _walk(q * TPB + t, chunks * TPB, c, ch, s)
+        for _ in range(q * TPB + t, m, chunks * TPB):
             v = x[i] * a + off
             if relu and not (v >= 0 or v != v):  # max(v, 0) keeping NaN, as the ReLU kernel
                 v = 0.0
             y[i] = v
+            i, r = _next(i, r, di, dr, ch, s)
 
 
 @cuda.jit(cache=True)
@@ -142,10 +162,11 @@ def _backward(dy, x, z, relu, scale, mean, inv, dx, dscale, dbias, p1, p2, ch, s
         p = k * m
         r = k * ds * iv
         o = k * sg
-        for j in range(q * TPB + t, m, chunks * TPB):
-            i = _index(j, c, ch, s)
+        i, pos, di, dr = _walk(q * TPB + t, chunks * TPB, c, ch, s)
+        for _ in range(q * TPB + t, m, chunks * TPB):
             g = F0 + dy[i] if not relu or z[i] > 0 else F0
             dx[i] = p * g - r * (x[i] - mu) - o
+            i, pos = _next(i, pos, di, dr, ch, s)
 
 
 # ---------------------------------------------------------------------- factories

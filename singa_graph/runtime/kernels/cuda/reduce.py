@@ -138,12 +138,16 @@ def tree_max(sh, v, lane, w):
 @cuda.jit(device=True)
 def offset(i, shape, strides, nd):
     """The offset of element ``i`` (row-major over the last ``nd`` entries of the padded
-    ``shape``) at element ``strides``: only the real dimensions cost a division."""
+    ``shape``, ``i`` below their product) at element ``strides``. Integer division is slow
+    on a GPU: only the inner ``nd - 1`` dimensions cost one, so a reduction over one merged
+    dimension costs none."""
     off = 0
-    for d in range(MAXD - 1, MAXD - 1 - nd, -1):
+    for d in range(MAXD - 1, MAXD - nd, -1):
         n = shape[d]
         off += (i % n) * strides[d]
         i //= n
+    if nd > 0:
+        off += i * strides[MAXD - nd]
     return off
 
 
