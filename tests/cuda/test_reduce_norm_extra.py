@@ -1,11 +1,19 @@
 """What the kernel-vs-CPU harness cannot check for the reduction family: outputs bound over
-inputs (the row-wise ops' ``inplace``), and labels out of range (the CPU kernel raises; a GPU
-kernel cannot, so the loss turns NaN)."""
+inputs (the row-wise ops' ``inplace``), labels out of range (the CPU kernel raises; a GPU
+kernel cannot, so the loss turns NaN), and a compiled plan in which the fusion pass sets the
+batch norm's ``relu`` flags and the planner places workspace and in-place outputs."""
 import numpy as np
 import pytest
 
+import singa_graph as sg
+from singa_graph import ops
+from singa_graph.ir import Graph
 from singa_graph.ops import activation as act
 from singa_graph.ops import loss
+from singa_graph.ops import norm
+from singa_graph.ops import reduce as red
+from singa_graph.passes import compile
+from singa_graph.passes.autodiff import autodiff
 from singa_graph.runtime import registry
 
 from harness import rand
@@ -59,3 +67,38 @@ def test_label_out_of_range_gives_nan(n, gpu):
                [dx])
     g = gpu.get(dx)
     assert np.isnan(g[n // 2]).all() and np.isfinite(np.delete(g, n // 2, 0)).all()
+
+
+def _bn_plan(dev, x, lab):
+    """relu(bn(x)) -> softmax over channels -> cross-entropy of the flattened map, plus a
+    mean; its backward. No matmul: only this family's kernels and views."""
+    n = x.shape[0]
+    xp = sg.Placeholder(x.shape, device=dev, name="x")
+    lp = sg.Placeholder((n,), dtype="int32", device=dev, name="lab")
+    c = x.shape[1]
+    scale = sg.Parameter(data=np.linspace(0.5, 1.5, c, dtype=np.float32), device=dev)
+    bias = sg.Parameter(data=np.linspace(-0.2, 0.2, c, dtype=np.float32), device=dev)
+    rm = sg.Tensor(data=np.zeros(c, np.float32), device=dev, name="rm")
+    rv = sg.Tensor(data=np.ones(c, np.float32), device=dev, name="rv")
+    h = act.softmax(ops.relu(norm.batchnorm_2d(xp, scale, bias, rm, rv)), 1)
+    logits = ops.reshape(h, (n, -1))
+    total = ops.add(loss.softmax_cross_entropy(logits, lp), red.mean(ops.mul(h, h)))
+    g = Graph([total], inputs=[xp, lp])
+    grads = autodiff(g, total)
+    g = Graph([total] + list(grads.values()), inputs=[xp, lp])
+    plan = compile(g, device=dev)
+    outs = [np.array(o, copy=True) for o in plan.run([x, lab])]
+    return plan, outs + [dev.get(rm.data), dev.get(rv.data)]
+
+
+def test_fused_batchnorm_plan_matches_cpu(gpu):
+    from singa_graph.runtime.device import get_default_device
+
+    x = rand(6, 3, 4, 4, seed=8, low=-2, high=2)
+    lab = np.array([0, 5, 47, 13, 2, 30], np.int32)
+    plan, got = _bn_plan(gpu, x, lab)
+    types = [(nd.type, getattr(nd.op, "relu", False)) for nd in plan.nodes]
+    assert ("BatchNorm2d", True) in types and ("BatchNorm2dGrad", True) in types
+    _, want = _bn_plan(get_default_device(), x, lab)
+    for i, (a, b) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=f"output {i}")
