@@ -5,8 +5,9 @@ As on the CPU, the array is viewed as ``(outer, n, inner)``: row ``r`` is
 ``(r // inner, :, r % inner)``, so a non-last axis needs no transposed copy. Each row is
 owned by a group of ``w`` threads (:func:`.reduce.width`): one thread per row for rows of a
 few classes (a 10-class row is ten loads, which a barrier-free loop does faster than any
-tree, and neighbouring threads then own neighbouring rows), a warp-sized group for rows of
-hundreds, a whole block for long rows. A row is one launch of up to three passes, the
+tree, and neighbouring threads then own neighbouring rows), for longer rows a power of two
+giving each lane about eight elements (a warp for rows of ~256, 128 lanes for 1000
+classes), at most a whole block. A row is one launch of up to three passes, the
 group's lanes striding over its elements: the max (shared-memory tree), the sum of
 exponentials (tree, float64 as on the CPU), then the writes. Every lane writes only the
 elements it read itself, after the trees' barriers, so the output may overwrite the input

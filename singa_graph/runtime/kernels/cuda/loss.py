@@ -4,10 +4,10 @@ float64), their fused gradients, and ArgMax.
 SoftmaxCrossEntropy gives each row of logits to a group of threads (:func:`.reduce.width`:
 one thread per row of ten classes, a block per row of thousands): the row's max and sum of
 exponentials are shared-memory trees, lane 0 of each group keeps the sum of its rows' terms,
-and a block tree adds those up. CrossEntropy and MeanSquareError are grid-stride loops over
-the flat arrays, each block ending in a tree. A loss over a small batch is then one block and
-one launch; a big one spreads over several blocks, whose partials (workspace) a second
-launch of :mod:`.reduce`'s kernel adds up and divides by the batch.
+and a block tree adds those up. CrossEntropy and MeanSquareError stride each block over the
+flat arrays and end in a block tree. A loss over a small batch is then one block and one
+launch; a big one spreads over several blocks, whose partials (workspace) a second launch of
+:mod:`.reduce`'s kernel adds up and divides by the batch.
 
 The gradients are one launch each: SoftmaxCrossEntropyGrad recomputes each row's
 log-sum-exp as the forward does; the others are elementwise. The scalar incoming gradient
