@@ -21,8 +21,8 @@ def _train(make, shape, dev, steps=3, graph=True, optimizer=None):
     x0 = tensor.Tensor(shape, dev) if dev is not None else np.zeros(shape, np.float32)
     m.compile([x0], is_train=True, use_graph=graph)
     losses = []
-    for s in range(steps):
-        x, y = _data(shape, seed=s)
+    x, y = _data(shape)
+    for _ in range(steps):  # one batch again and again: the loss must fall
         out, loss = m(x, y)
         losses.append(float(loss.to_numpy()[0]))
     return m, np.array(losses)
@@ -40,9 +40,9 @@ def test_three_training_steps_match_the_cpu(name, gpu):
     cpu, ref = _train(make, shape, None)
     cuda, got = _train(make, shape, gpu)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
-    assert ref[-1] < ref[0] or name == "cnn"  # the MLP's loss falls within three steps
+    assert got[-1] < got[0]
     pc, pg = cpu.last_plan, cuda.last_plan
-    assert [n.name for n in pc.nodes] == [n.name for n in pg.nodes]  # the same schedule
+    assert [n.type for n in pc.nodes] == [n.type for n in pg.nodes]  # the same schedule
 
     def lifetimes(plan):  # every transient buffer's (bytes, first, last step); workspace
         return sorted((n, a, b) for k, _, n, a, b in plan.memory.buffers()  # is per device
