@@ -47,7 +47,10 @@ MODELS = {
     "resnet": ("ResNet", {"widths": (16, 32, 64), "blocks": 1}, (128, 3, 32, 32),
                "ResNet 16/32/64 x1 block (BN), batch 128, 3x32x32"),
 }
-TINY = {"mlp": (4, 784), "cnn": (2, 1, 28, 28), "resnet": (2, 3, 16, 16)}
+# --simulate: models and batches small enough for the simulator (a self-check of the script)
+TINY = {"mlp": ({"hidden": (16,)}, (4, 12)),
+        "cnn": ({"bn": False, "branches": False, "channels": (2, 3)}, (2, 1, 8, 8)),
+        "resnet": ({"widths": (2, 4), "blocks": 1}, (2, 3, 8, 8))}
 
 
 def _data(shape):
@@ -56,10 +59,11 @@ def _data(shape):
             rng.integers(0, 10, shape[0]).astype(np.int32))
 
 
-def _singa(name, shape, dev):
+def _singa(name, shape, dev, kw=None):
     from singa_graph import opt, random, tensor, zoo
 
-    cls, kw = MODELS[name][:2]
+    cls = MODELS[name][0]
+    kw = MODELS[name][1] if kw is None else kw
     random.seed(0)
     m = getattr(zoo, cls)(**kw)
     m.set_optimizer(opt.SGD(lr=LR, momentum=MOMENTUM))
@@ -74,9 +78,10 @@ def _count_launches(run_step) -> int:
     from singa_graph.runtime.gpu import simulated
     from singa_graph.runtime.kernels.cuda import blas
 
-    if simulated():
-        from numba.cuda.simulator.kernel import FakeCUDAKernel as kernel_class
-        attr = "__call__"
+    sim = simulated()
+    if sim:
+        from numba.cuda.simulator import kernel as simk
+        kernel_class, attr = simk.FakeCUDAKernel, "__call__"
     else:
         from numba.cuda.dispatcher import CUDADispatcher as kernel_class
         attr = "call"  # what every configured launch kern[grid, block](...) goes through
@@ -84,7 +89,9 @@ def _count_launches(run_step) -> int:
     real_call = getattr(kernel_class, attr)
 
     def call(self, *a, **k):
-        count[0] += 1
+        # the simulator calls device functions through the same class: count launches only
+        if not sim or not (self._device or simk._kernel_context):
+            count[0] += 1
         return real_call(self, *a, **k)
 
     setattr(kernel_class, attr, call)
@@ -131,7 +138,7 @@ def _launch_us(repeat: int = 2000) -> float:
 
 
 def worker(fw, name, steps, warmup, simulate) -> dict:
-    shape = TINY[name] if simulate else MODELS[name][2]
+    kw, shape = TINY[name] if simulate else MODELS[name][1:3]
     out = {"framework": fw, "model": name}
     if fw == "torch":
         import torch
@@ -143,8 +150,8 @@ def worker(fw, name, steps, warmup, simulate) -> dict:
 
         dev = torch.device("cuda")
         x, y = _data(shape)
-        model = tm.torch_model(name, MODELS[name][1], shape).to(dev)
-        sg_model, _, _ = _singa(name, shape, sg_device.get_default_device())
+        model = tm.torch_model(name, kw, shape).to(dev)
+        sg_model, _, _ = _singa(name, shape, sg_device.get_default_device(), kw)
         tm.copy_params_to_torch(sg_model, model)
         sgd = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
         tx = torch.from_numpy(x).to(dev)
@@ -169,7 +176,7 @@ def worker(fw, name, steps, warmup, simulate) -> dict:
         from singa_graph import device as sg_device
 
         dev = sg_device.create_cuda_gpu()
-        m, tx, ty = _singa(name, shape, dev)
+        m, tx, ty = _singa(name, shape, dev, kw)
 
         def step():
             return m(tx, ty)[1].to_numpy().item()
@@ -232,7 +239,8 @@ def main(argv=None):
         med = {fw: float(np.median(np.concatenate([r["times"] for r in rs])) * 1e3)
                for fw, rs in runs.items()}
         s = runs["singa"][0]
-        print(f"\n== {MODELS[name][3]} on {s['gpu']}")
+        what = f"{name} (tiny, {TINY[name][1]})" if args.simulate else MODELS[name][3]
+        print(f"\n== {what} on {s['gpu']}")
         over = s["launches"] * s["launch_us"] / 1e3
         print(f"  singa_graph  {med['singa']:8.2f} ms   {s['launches']} launches/step "
               f"({s['plan_steps']} plan steps) x {s['launch_us']:.1f} us = {over:.2f} ms of "
