@@ -28,7 +28,7 @@ less time. The last bucket (the first layers' gradients) has little or no backwa
 hide behind. Numbers taken while other work runs on the machine are not comparable.
 
     python bench/dist.py [--ranks 1,2,4] [--models cnn,resnet] [--steps 20] [--warmup 3]
-                         [--threshold 65536]
+                         [--threshold 4096]
 """
 from __future__ import annotations
 
@@ -124,10 +124,10 @@ def main(argv=None) -> None:
     p.add_argument("--ranks", default="1,2,4")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--threshold", type=int, default=65536,
-                   help="fusion threshold in elements (default %(default)s; SINGA's 2097152 "
-                   "puts all gradients of these small models in one bucket, which cannot "
-                   "overlap anything)")
+    p.add_argument("--threshold", type=int, default=4096,
+                   help="fusion threshold in elements (default %(default)s: several buckets "
+                   "per step for these small models; SINGA's 2097152 puts all their "
+                   "gradients in one bucket, which has no backward left to overlap)")
     p.add_argument("--limit", type=int, default=600, help="seconds per launch")
     args = p.parse_args(argv)
     if args.worker:

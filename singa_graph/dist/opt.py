@@ -210,7 +210,7 @@ class DistOpt:
             parts = _dist.split(sizes, self.threshold if threshold is None else threshold,
                                 self.buffSize)
             self._keep(_dist.partial_average(self.communicator, tokens, parts,
-                                             self._partial_step))
+                                             self._partial_counter(tokens[0].device)))
 
     def backward_and_sparse_update(self, loss, threshold: int | None = None, spars: float = 0.05,
                                    topK: bool = False, corr: bool = True) -> None:
@@ -262,9 +262,15 @@ class DistOpt:
         size = sum(g.size for g in grads)
         r = self._residuals.get(k)
         if r is None or r.shape != (size,):
-            r = self._residuals[k] = _dist.zeros_state((size,), grads[0].dtype,
-                                                       f"dist.residual{k}")
+            r = self._residuals[k] = _dist.zeros_state(
+                (size,), grads[0].dtype, f"dist.residual{k}", device=grads[0].device)
         return r
+
+    def _partial_counter(self, device):
+        """The partial update's step counter, on the device of the parameters."""
+        if self._partial_step.device != device:
+            self._partial_step.to_device(device)
+        return self._partial_step
 
     def _keep(self, token) -> None:
         """List a graph-mode node output among the traced graph's outputs so it runs."""

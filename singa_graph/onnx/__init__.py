@@ -5,9 +5,9 @@
     m = sonnx_io.load("model.onnx")          # a trainable Model
     m(x)                                     # eval mode: runs a compiled plan
 
-The op mapping lives in :mod:`.registry` (tables), :mod:`.import_math`, :mod:`.import_nn`,
-:mod:`.import_shape` (ONNX -> ours), :mod:`.export_ops` (ours -> ONNX) and
-:mod:`.pending` (ONNX ops that wait for the op library).
+The op mapping lives in :mod:`.registry` (tables), the ``import_*`` modules (ONNX -> ours,
+one per op family), the ``export_*`` modules (ours -> ONNX) and :mod:`.pending` (ONNX ops
+that wait for the op library).
 """
 from ..errors import ModelFormatError, UnsupportedOpError
 from .exporter import export

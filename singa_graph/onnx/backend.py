@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnx.backend.base import Backend, BackendRep
 
-from ..errors import DeviceError, GraphError
+from ..errors import GraphError
 from ..ir.graph import Graph
 from ..ir.tensor import Placeholder, Tensor
 from ..passes.compile import compile as _compile
@@ -20,12 +20,13 @@ from .program import NeedsValue, Program, read_model
 
 
 def _device(device):
-    from ..runtime.device import get_default_device
+    """A Device from ONNX's names (``"CPU"``, ``"CUDA"``, ``"CUDA:1"``) or a Device."""
+    from ..runtime.device import get_default_device, parse
 
-    if device is None or (isinstance(device, str) and device.upper().startswith("CPU")):
+    if device is None:
         return get_default_device()
     if isinstance(device, str):
-        raise DeviceError(f"device {device!r} is not available; singa_graph runs on the CPU")
+        return parse(device)  # DeviceError for an unknown name or a missing GPU
     return device
 
 
@@ -50,7 +51,7 @@ class SingaRep(BackendRep):
         if isinstance(inputs, (np.ndarray, Tensor)):
             inputs = [inputs]
         inputs = list(inputs)
-        arrays = [np.asarray(x.data if isinstance(x, Tensor) else x) for x in inputs]
+        arrays = [x.to_numpy() if isinstance(x, Tensor) else np.asarray(x) for x in inputs]
         self.program.check_inputs([a.shape for a in arrays])
         return arrays
 
@@ -111,7 +112,15 @@ class SingaBackend(Backend):
 
     @classmethod
     def supports_device(cls, device: str) -> bool:
-        return device.upper().startswith("CPU")
+        """CPU always; CUDA where a GPU (or numba's CUDA simulator) can run kernels."""
+        name = str(device).upper()
+        if name.startswith("CPU"):
+            return True
+        if name.startswith("CUDA"):
+            from ..runtime import gpu
+
+            return gpu.available()
+        return False
 
     @classmethod
     def run_node(cls, node, inputs, device="CPU", outputs_info=None, **kwargs):

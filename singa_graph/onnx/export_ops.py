@@ -41,6 +41,21 @@ def conv(ctx, node):
         ctx.emit("Relu", [out], [y])
 
 
+@exporter("Conv2dGradInput")
+def conv_transpose(ctx, node):
+    """The gradient of a convolution with respect to its input is ONNX's ConvTranspose;
+    output_padding gives back the rows and columns a strided convolution drops."""
+    op = node.op
+    w = node.inputs[1]
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = op.stride, op.dilation, op.padding
+    (h, wd), (kh, kw) = node.inputs[0].shape[2:], w.shape[2:]
+    full = [sh * (h - 1) + (kh - 1) * dh + 1 - pt - pb,
+            sw * (wd - 1) + (kw - 1) * dw + 1 - pl - pr]
+    ctx.emit("ConvTranspose", node.inputs, node.outputs, kernel_shape=[kh, kw],
+             strides=list(op.stride), pads=list(op.padding), dilations=list(op.dilation),
+             group=op.groups, output_padding=[o - f for o, f in zip(op.x_shape[2:], full)])
+
+
 @exporter("MaxPool2d", "AvgPool2d")
 def pool(ctx, node):
     op = node.op
@@ -113,8 +128,8 @@ def add_bias(ctx, node):
     ctx.emit("Add", [x, b], node.outputs)
 
 
-def _shape_const(ctx, x, shape):
-    """A Reshape target; with a symbolic batch the batch entry becomes 0 (copy)."""
+def shape_const(ctx, x, shape):
+    """A Reshape target for ``x``; with a symbolic batch the batch entry becomes 0 (copy)."""
     shape = [int(s) for s in shape]
     if ctx.dynamic_batch and shape and x.shape and shape[0] == x.shape[0] == ctx.batch:
         shape[0] = 0
@@ -124,7 +139,7 @@ def _shape_const(ctx, x, shape):
 @exporter("Reshape")
 def reshape(ctx, node):
     x = node.inputs[0]
-    ctx.emit("Reshape", [x, _shape_const(ctx, x, node.outputs[0].shape)], node.outputs)
+    ctx.emit("Reshape", [x, shape_const(ctx, x, node.outputs[0].shape)], node.outputs)
 
 
 @exporter("Flatten")
@@ -157,7 +172,7 @@ def cast(ctx, node):
 @exporter("BroadcastTo")
 def broadcast_to(ctx, node):
     x = node.inputs[0]
-    ctx.emit("Expand", [x, _shape_const(ctx, x, node.op.shape)], node.outputs)
+    ctx.emit("Expand", [x, shape_const(ctx, x, node.op.shape)], node.outputs)
 
 
 def _axes(node):
@@ -187,3 +202,24 @@ def reduce_mean(ctx, node):
 def argmax(ctx, node):
     ctx.emit("ArgMax", node.inputs, node.outputs, axis=node.op.axis,
              keepdims=int(node.op.keepdims))
+
+
+@exporter("LSTMCell")
+def lstm_cell(ctx, node):
+    """One LSTM step from its gate pre-activations (i, f, o, g), in elementwise ONNX ops;
+    ONNX's LSTM op runs a whole sequence and takes the weights, not pre-activations."""
+    pre, c = node.inputs
+    h, c_new = node.outputs
+    gates = [ctx.fresh(pre) for _ in range(4)]
+    hidden = c.shape[1]
+    ctx.emit("Split", [pre, ctx.const(np.array([hidden] * 4, np.int64))], gates, axis=1)
+    i, f, o, g = (ctx.fresh(pre) for _ in range(4))
+    for src, dst, fn in zip(gates, (i, f, o, g), ("Sigmoid",) * 3 + ("Tanh",)):
+        ctx.emit(fn, [src], [dst])
+    kept, new = ctx.fresh(c), ctx.fresh(c)
+    ctx.emit("Mul", [f, c], [kept])
+    ctx.emit("Mul", [i, g], [new])
+    ctx.emit("Add", [kept, new], [c_new])
+    squashed = ctx.fresh(c)
+    ctx.emit("Tanh", [c_new], [squashed])
+    ctx.emit("Mul", [o, squashed], [h])

@@ -1,15 +1,16 @@
-"""ONNX -> singa_graph: elementwise arithmetic, activations and reductions.
+"""ONNX -> singa_graph: elementwise arithmetic and math, Sum/Mean of several tensors, the
+Reduce* family, ArgMax and ArgMin.
 
-Ops that the op library does not have yet but that are exact compositions of ops it has are
-composed here (Clip, Max, Min, Sum, Mean, Reciprocal, the Reduce* family, PRelu, Elu, ...);
-when the library gains a dedicated op (see :mod:`.pending`), its entry switches to it.
+Reductions that the op library has no op for are exact compositions of ops it has:
+ReduceMax/Min/Prod halve the axis with Split and combine the halves elementwise, ArgMin is
+ArgMax of an order-reversed input, and ``select_last_index`` reverses the axis with a
+step -1 Slice.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import ops
-from ..ir.tensor import Tensor
 from .program import constant
 from .registry import importer
 
@@ -53,34 +54,18 @@ def _unary(op_type, fn):
 
 
 for _t, _f in {"Neg": ops.neg, "Exp": ops.exp, "Log": ops.log, "Sqrt": ops.sqrt,
-               "Abs": ops.abs, "Sign": ops.sign, "Relu": ops.relu, "Sigmoid": ops.sigmoid,
-               "Tanh": ops.tanh, "Identity": ops.identity}.items():
+               "Abs": ops.abs, "Sign": ops.sign, "Identity": ops.identity,
+               "Reciprocal": ops.reciprocal, "Sin": ops.sin, "Cos": ops.cos, "Tan": ops.tan,
+               "Asin": ops.asin, "Acos": ops.acos, "Atan": ops.atan, "Sinh": ops.sinh,
+               "Cosh": ops.cosh, "Asinh": ops.asinh, "Acosh": ops.acosh, "Atanh": ops.atanh,
+               "Erf": ops.erf, "Floor": ops.floor, "Ceil": ops.ceil,
+               # ONNX rounds halves to even, which is the library's rounde
+               "Round": ops.rounde}.items():
     _unary(_t, _f)
-
-
-@importer("Reciprocal")
-def reciprocal(n):
-    x = n.t(0)
-    return ops.div(constant(np.ones((), x.dtype)), x)
-
-
-@importer("LeakyRelu")
-def leaky_relu(n):
-    return ops.leakyrelu(n.t(0), n.attr("alpha", 0.01))
 
 
 def _scalar(v, like):
     return constant(np.asarray(v, dtype=like.dtype))
-
-
-def _max2(a, b):
-    """``max(a, b) = a + relu(b - a)``, with broadcasting."""
-    return ops.add(a, ops.relu(ops.sub(b, a)))
-
-
-def _min2(a, b):
-    """``min(a, b) = a - relu(a - b)``."""
-    return ops.sub(a, ops.relu(ops.sub(a, b)))
 
 
 def _variadic(n, fn):
@@ -89,20 +74,6 @@ def _variadic(n, fn):
     for x in xs[1:]:
         y = fn(y, x)
     return y if len(xs) > 1 else ops.identity(y)
-
-
-@importer("Max")
-def max_(n):
-    if n.t(0).dtype.kind != "f":
-        n.fail("Max of integers")
-    return _variadic(n, _max2)
-
-
-@importer("Min")
-def min_(n):
-    if n.t(0).dtype.kind != "f":
-        n.fail("Min of integers")
-    return _variadic(n, _min2)
 
 
 @importer("Sum")
@@ -115,147 +86,6 @@ def mean_(n):
     y = _variadic(n, ops.add)
     k = sum(1 for i in range(n.n_inputs) if n.has(i))
     return ops.div(y, _scalar(k, y)) if k > 1 else y
-
-
-def _clip(n, x, lo, hi):
-    if x.dtype.kind != "f":
-        n.fail("Clip of integers")
-    if lo is not None:
-        x = _max2(x, lo if isinstance(lo, Tensor) else _scalar(lo, x))
-    if hi is not None:
-        x = _min2(x, hi if isinstance(hi, Tensor) else _scalar(hi, x))
-    return x if lo is not None or hi is not None else ops.identity(x)
-
-
-@importer("Clip", since=1)
-def clip_1(n):
-    return _clip(n, n.t(0), n.attr("min"), n.attr("max"))
-
-
-@importer("Clip", since=11)
-def clip_11(n):
-    x = n.t(0)
-    lo = n.t(1) if n.has(1) else None
-    hi = n.t(2) if n.has(2) else None
-    return _clip(n, x, lo, hi)
-
-
-# ---------------------------------------------------------------------- activations made of ops
-
-@importer("PRelu")
-def prelu(n):
-    x, slope = n.t(0), n.t(1)
-    if slope.ndim == 1 and x.ndim > 2 and slope.shape[0] == x.shape[1] != x.shape[-1]:
-        slope = ops.reshape(slope, (slope.shape[0],) + (1,) * (x.ndim - 2))  # per channel
-    return ops.sub(ops.relu(x), ops.mul(slope, ops.relu(ops.neg(x))))
-
-
-def _elu(x, alpha):
-    neg = ops.neg(ops.relu(ops.neg(x)))  # min(x, 0)
-    return ops.add(ops.relu(x), ops.mul(_scalar(alpha, x), ops.sub(ops.exp(neg),
-                                                                    _scalar(1, x))))
-
-
-@importer("Elu")
-def elu(n):
-    return _elu(n.t(0), n.attr("alpha", 1.0))
-
-
-@importer("Selu")
-def selu(n):
-    x = n.t(0)
-    return ops.mul(_scalar(n.attr("gamma", 1.0507009873554805), x),
-                   _elu(x, n.attr("alpha", 1.6732632423543772)))
-
-
-@importer("Celu")
-def celu(n):
-    x, a = n.t(0), n.attr("alpha", 1.0)
-    e = _elu(ops.div(x, _scalar(a, x)), 1.0)          # elu(x / a) with alpha 1
-    return ops.add(ops.relu(x), ops.mul(_scalar(a, x), ops.sub(e, ops.relu(ops.div(
-        x, _scalar(a, x))))))
-
-
-@importer("Softsign")
-def softsign(n):
-    x = n.t(0)
-    return ops.div(x, ops.add(ops.abs(x), _scalar(1, x)))
-
-
-@importer("Softplus")
-def softplus(n):
-    x = n.t(0)
-    return ops.log(ops.add(ops.exp(x), _scalar(1, x)))
-
-
-def _hardsigmoid(x, alpha, beta):
-    y = ops.add(ops.mul(x, _scalar(alpha, x)), _scalar(beta, x))
-    return _min2(ops.relu(y), _scalar(1, x))
-
-
-@importer("HardSigmoid")
-def hardsigmoid(n):
-    return _hardsigmoid(n.t(0), n.attr("alpha", 0.2), n.attr("beta", 0.5))
-
-
-@importer("HardSwish")
-def hardswish(n):
-    x = n.t(0)
-    return ops.mul(x, _hardsigmoid(x, 1 / 6, 0.5))
-
-
-@importer("Swish")
-def swish(n):
-    x = n.t(0)
-    a = n.attr("alpha", 1.0)
-    return ops.mul(x, ops.sigmoid(ops.mul(x, _scalar(a, x)) if a != 1.0 else x))
-
-
-@importer("Mish")
-def mish(n):
-    x = n.t(0)
-    return ops.mul(x, ops.tanh(ops.log(ops.add(ops.exp(x), _scalar(1, x)))))
-
-
-@importer("Gelu")
-def gelu(n):
-    if n.attr("approximate", "none") != "tanh":
-        n.fail("Gelu without approximate='tanh' (it needs erf)")
-    x = n.t(0)
-    inner = ops.mul(_scalar(np.sqrt(2 / np.pi), x),
-                    ops.add(x, ops.mul(_scalar(0.044715, x), ops.mul(x, ops.mul(x, x)))))
-    return ops.mul(ops.mul(_scalar(0.5, x), x), ops.add(_scalar(1, x), ops.tanh(inner)))
-
-
-def _softmax(n, fn, legacy):
-    x = n.t(0)
-    axis = n.attr("axis", 1 if legacy else -1)
-    axis = axis + x.ndim if axis < 0 else axis
-    if not legacy or axis == x.ndim - 1:
-        return fn(x, axis)
-    # before opset 13 the input is coerced to 2-d at ``axis``
-    y = fn(ops.flatten(x, axis), 1)
-    return ops.reshape(y, x.shape)
-
-
-@importer("Softmax", since=1)
-def softmax_1(n):
-    return _softmax(n, ops.softmax, True)
-
-
-@importer("Softmax", since=13)
-def softmax_13(n):
-    return _softmax(n, ops.softmax, False)
-
-
-@importer("LogSoftmax", since=1)
-def log_softmax_1(n):
-    return _softmax(n, ops.log_softmax, True)
-
-
-@importer("LogSoftmax", since=13)
-def log_softmax_13(n):
-    return _softmax(n, ops.log_softmax, False)
 
 
 # ---------------------------------------------------------------------- reductions
@@ -297,6 +127,45 @@ def _mean(n, x, axes, keep):
     return ops.mean(x, axes, keep)
 
 
+def _halving(x, axis, fn):
+    """``fn``-reduce ``axis`` (kept, size 1) in log2 steps: split the axis into two halves
+    (and an odd last slice, carried along) and combine the halves elementwise."""
+    size = x.shape[axis]
+    while size > 1:
+        half, odd = size // 2, size % 2
+        parts = ops.split(x, axis, [half, half] + [1] * odd)
+        x = fn(parts[0], parts[1])
+        x = ops.cat([x, parts[2]], axis) if odd else x
+        size = half + odd
+    return x
+
+
+def _fold_axes(fn, identity):
+    """A Reduce* body that folds each axis with :func:`_halving`; an empty axis gives the
+    reduction's ``identity(dtype)``, as ONNX specifies."""
+    def body(n, x, axes, keep):
+        axes = tuple(range(x.ndim)) if axes is None else tuple(a % x.ndim for a in axes)
+        kept = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+        out = kept if keep else tuple(s for i, s in enumerate(x.shape) if i not in axes)
+        if any(x.shape[a] == 0 for a in axes):
+            return np.full(out, identity(x.dtype), x.dtype)
+        y = x
+        for a in axes:
+            y = _halving(y, a, fn)
+        if y is x:
+            return ops.identity(x)
+        return y if keep or out == kept else ops.reshape(y, out)
+    return body
+
+
+def _lowest(dt):
+    return -np.inf if dt.kind == "f" else (False if dt.kind == "b" else np.iinfo(dt).min)
+
+
+def _highest(dt):
+    return np.inf if dt.kind == "f" else (True if dt.kind == "b" else np.iinfo(dt).max)
+
+
 _reduce("ReduceSum", 13, _sum)
 _reduce("ReduceMean", 18, _mean)
 _reduce("ReduceSumSquare", 18, lambda n, x, a, k: ops.sum(ops.mul(x, x), a, k))
@@ -304,10 +173,33 @@ _reduce("ReduceL1", 18, lambda n, x, a, k: ops.sum(ops.abs(x), a, k))
 _reduce("ReduceL2", 18, lambda n, x, a, k: ops.sqrt(ops.sum(ops.mul(x, x), a, k)))
 _reduce("ReduceLogSum", 18, lambda n, x, a, k: ops.log(ops.sum(x, a, k)))
 _reduce("ReduceLogSumExp", 18, lambda n, x, a, k: ops.log(ops.sum(ops.exp(x), a, k)))
+_reduce("ReduceMax", 18, _fold_axes(ops.maximum, _lowest))
+_reduce("ReduceMin", 18, _fold_axes(ops.minimum, _highest))
+_reduce("ReduceProd", 18, _fold_axes(ops.mul, lambda dt: 1))
+
+
+def _arg(n, order_reversed):
+    """ArgMax, or ArgMin as the ArgMax of an order-reversing map of the input."""
+    x = n.t(0)
+    axis = n.attr("axis", 0)
+    axis = axis + x.ndim if axis < 0 else axis
+    keep = bool(n.attr("keepdims", 1))
+    if order_reversed:
+        # -x for floats; -x - 1 (= ~x, no overflow at the minimum) for integers
+        x = ops.neg(x) if x.dtype.kind == "f" else ops.sub(ops.neg(x), _scalar(1, x))
+    if not n.attr("select_last_index", 0):
+        return ops.argmax(x, axis, keep)
+    # the first maximum of the reversed axis is the last one of the axis
+    size = x.shape[axis]
+    first = ops.argmax(ops.slice(x, [-1], [-(2 ** 63)], [axis], [-1]), axis, keep)
+    return ops.sub(constant(np.asarray(size - 1, np.int64)), first)
 
 
 @importer("ArgMax")
 def argmax(n):
-    if n.attr("select_last_index", 0):
-        n.fail("select_last_index=1")
-    return ops.argmax(n.t(0), n.attr("axis", 0), bool(n.attr("keepdims", 1)))
+    return _arg(n, False)
+
+
+@importer("ArgMin")
+def argmin(n):
+    return _arg(n, True)

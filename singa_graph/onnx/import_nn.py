@@ -181,18 +181,58 @@ def cast_like(n):
     return ops.cast(n.t(0), n.t(1).dtype)
 
 
-@importer("LayerNormalization")
-def layer_norm(n):
-    x = n.t(0)
-    axis = n.attr("axis", -1)
-    axis = axis + x.ndim if axis < 0 else axis
-    axes = tuple(range(axis, x.ndim))
-    eps = constant(np.asarray(n.attr("epsilon", 1e-5), x.dtype))
-    centred = ops.sub(x, ops.mean(x, axes, True))
-    var = ops.mean(ops.mul(centred, centred), axes, True)
-    inv_std = ops.div(constant(np.ones((), x.dtype)), ops.sqrt(ops.add(var, eps)))
-    y = ops.mul(ops.mul(centred, inv_std), n.t(1))
-    y = ops.add(y, n.t(2)) if n.has(2) else y
-    return [y, ops.mean(x, axes, True), inv_std]
+def _transposed_pads(n, spatial, kernel, strides, dilations, out_pad):
+    """``(pads, full sizes)`` of a ConvTranspose; pads may be negative where
+    ``output_shape`` asks for more than the full transposed convolution gives."""
+    k = len(spatial)
+    full = [s * (i - 1) + op + (kk - 1) * d + 1
+            for i, kk, s, d, op in zip(spatial, kernel, strides, dilations, out_pad)]
+    out_shape = n.attr("output_shape")
+    mode = n.attr("auto_pad", "NOTSET")
+    if out_shape is None and mode in ("SAME_UPPER", "SAME_LOWER"):
+        out_shape = [i * s for i, s in zip(spatial, strides)]
+    if out_shape is None:
+        return list(n.attr("pads", [0] * 2 * k)), full
+    out_shape = list(out_shape)[-k:]
+    begins, ends = [], []
+    for f, o in zip(full, out_shape):
+        total = f - o
+        small, big = total // 2, total - total // 2
+        b, e = (small, big) if mode == "SAME_UPPER" else (big, small)
+        begins.append(b)
+        ends.append(e)
+    return begins + ends, full
 
 
+@importer("ConvTranspose")
+def conv_transpose(n):
+    """The gradient of a convolution with respect to its input (the library's
+    Conv2dGradInput), plus the bias; negative pads become zero padding of the result."""
+    x, w = n.t(0), n.t(1)
+    k = x.ndim - 2
+    if k not in (1, 2):
+        n.fail(f"{k}-d transposed convolution")
+    kernel = list(w.shape[2:])
+    strides = list(n.attr("strides", [1] * k))
+    dilations = list(n.attr("dilations", [1] * k))
+    out_pad = list(n.attr("output_padding", [0] * k))
+    if any(op >= s for op, s in zip(out_pad, strides)):
+        n.fail(f"output_padding {out_pad} not below strides {strides}")
+    pads, full = _transposed_pads(n, x.shape[2:], kernel, strides, dilations, out_pad)
+    inner = [max(p, 0) for p in pads]
+    sizes = [f - b - e for f, b, e in zip(full, inner[:k], inner[k:])]
+    group = n.attr("group", 1)
+    x2, w2 = _as_2d(x, k), _as_2d(w, k)
+    if k == 1:
+        strides, dilations, inner, sizes = ([1] + strides, [1] + dilations,
+                                            [0, inner[0], 0, inner[1]], [1] + sizes)
+    y = ops.Conv2dGradInput(strides, inner, dilations, group,
+                            x_shape=(x.shape[0], w.shape[1] * group, *sizes))(x2, w2)
+    if k == 1:
+        y = ops.reshape(y, y.shape[:2] + (y.shape[3],))
+    if min(pads) < 0:
+        grow = [0, 0] + [max(-p, 0) for p in pads[:k]] + [0, 0] + [max(-p, 0) for p in pads[k:]]
+        y = ops.pad(y, "constant", grow)
+    if n.has(2):
+        y = ops.add(y, ops.reshape(n.t(2), (w.shape[1] * group,) + (1,) * k))
+    return y

@@ -1,18 +1,15 @@
 """ONNX -> singa_graph: ops that move or view data (Reshape, Flatten, Transpose, Concat,
-Split, Squeeze, Unsqueeze, Expand, Slice, constant Pad, nearest Resize) and the shape
-queries (Shape, Size).
+Split, Squeeze, Unsqueeze, Expand, Slice, Tile, Pad, Resize/Upsample, DepthToSpace,
+SpaceToDepth) and the shape queries (Shape, Size).
 
 Shape, Size and every op whose inputs are all known while tracing are folded to numpy
 values (see :class:`.program.Program`); these functions handle tensors computed at run time.
-Squeeze, Unsqueeze and unit-step Slice are views or splits, so they are composed from
-Reshape and Split.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import ops
-from .program import constant
 from .registry import importer
 
 
@@ -73,45 +70,27 @@ def split_13(n):
     return _split(n, None if s is None else list(s))
 
 
-def _squeezed(shape, axes):
-    if axes is None:
-        return [s for s in shape if s != 1]
-    axes = {_axis(a, len(shape)) for a in axes}
-    return [s for i, s in enumerate(shape) if i not in axes]
-
-
 @importer("Squeeze", since=1)
 def squeeze_1(n):
-    x = n.t(0)
-    return ops.reshape(x, _squeezed(x.shape, n.attr("axes")))
+    return ops.squeeze(n.t(0), n.attr("axes") or ())  # no axes or []: every size-1 axis
 
 
 @importer("Squeeze", since=13)
 def squeeze_13(n):
-    x = n.t(0)
     axes = n.const(1)
-    return ops.reshape(x, _squeezed(x.shape, None if axes is None else list(axes)))
-
-
-def _unsqueezed(shape, axes):
-    out = len(shape) + len(axes)
-    axes = sorted(_axis(a, out) for a in axes)
-    shape = list(shape)
-    for a in axes:
-        shape.insert(a, 1)
-    return shape
+    if axes is not None and len(axes) == 0:  # an empty axes input squeezes nothing
+        return ops.identity(n.t(0))
+    return ops.squeeze(n.t(0), () if axes is None else [int(a) for a in axes])
 
 
 @importer("Unsqueeze", since=1)
 def unsqueeze_1(n):
-    x = n.t(0)
-    return ops.reshape(x, _unsqueezed(x.shape, n.attr("axes")))
+    return ops.unsqueeze(n.t(0), [int(a) for a in n.attr("axes")])
 
 
 @importer("Unsqueeze", since=13)
 def unsqueeze_13(n):
-    x = n.t(0)
-    return ops.reshape(x, _unsqueezed(x.shape, list(n.const(1))))
+    return ops.unsqueeze(n.t(0), [int(a) for a in np.ravel(n.const(1))])
 
 
 @importer("Expand")
@@ -145,21 +124,9 @@ def constant_of_shape(n):
 
 def _slice(n, starts, ends, axes, steps):
     x = n.t(0)
-    axes = list(range(len(starts))) if axes is None else [_axis(a, x.ndim) for a in axes]
-    steps = [1] * len(starts) if steps is None else [int(s) for s in steps]
-    y = x
-    for a, s, e, st in zip(axes, starts, ends, steps):
-        if st != 1:
-            n.fail("Slice with a step other than 1")
-        dim = y.shape[a]
-        b, e, _ = slice(int(s), int(e), 1).indices(dim)
-        e = max(e, b)
-        if (b, e) == (0, dim):
-            continue
-        parts = [p for p in (b, e - b, dim - e)]
-        pieces = ops.split(y, a, parts)
-        y = pieces[1]
-    return y if y is not x else ops.identity(x)
+    if axes is not None:
+        axes = [_axis(a, x.ndim) for a in axes]
+    return ops.slice(x, starts, ends, axes, steps)
 
 
 @importer("Slice", since=1)
@@ -176,44 +143,64 @@ def slice_10(n):
     return _slice(n, ints(1), ints(2), ints(3), ints(4))
 
 
-# ---------------------------------------------------------------------- Pad and Resize
-# Constant padding is a Concat with constant blocks (negative pads crop with Split), and
-# nearest-neighbour upsampling by whole factors is Reshape -> BroadcastTo -> Reshape; both
-# are exact and differentiable. Other modes wait for the op library's pad and upsample.
+@importer("Tile")
+def tile(n):
+    return ops.tile(n.t(0), [int(r) for r in n.const(1)])
 
-def _take(y, axis, start, length):
-    """``y[..., start:start+length, ...]`` along ``axis`` with a Split."""
-    dim = y.shape[axis]
-    if (start, length) == (0, dim):
-        return y
-    parts = [p for p in (start, length, dim - start - length) if p]
-    return ops.split(y, axis, parts)[1 if start else 0]
+
+@importer("DepthToSpace")
+def depth_to_space(n):
+    return ops.depth_to_space(n.t(0), n.attr("blocksize"), n.attr("mode", "DCR"))
+
+
+@importer("SpaceToDepth")
+def space_to_depth(n):
+    return ops.space_to_depth(n.t(0), n.attr("blocksize"), n.attr("mode", "DCR"))
+
+
+# ---------------------------------------------------------------------- Pad and Resize
+
+def _wrap(n, x, begins, ends):
+    """Wrap padding as Slice + Concat: the last ``b`` entries before, the first ``e``
+    after (pads up to the axis length)."""
+    for a, (b, e) in enumerate(zip(begins, ends)):
+        if not (b or e):
+            continue
+        if max(b, e) > x.shape[a]:
+            n.fail(f"wrap padding {b, e} longer than axis {a} of {x.shape}")
+        pieces = [ops.slice(x, [-b], [x.shape[a]], [a])] if b else []
+        pieces.append(x)
+        pieces += [ops.slice(x, [0], [e], [a])] if e else []
+        x = ops.cat(pieces, a)
+    return x
 
 
 def _pad(n, pads, value, axes=None):
-    mode = n.attr("mode", "constant")
-    if mode != "constant":
-        n.fail(f"Pad mode {mode!r}")
     x = n.t(0)
+    mode = n.attr("mode", "constant")
     axes = list(range(x.ndim)) if axes is None else [_axis(a, x.ndim) for a in axes]
     k = len(axes)
-    pads = [int(p) for p in pads]
-    y = x
+    begins, ends = [0] * x.ndim, [0] * x.ndim
     for a, b, e in zip(axes, pads[:k], pads[k:]):
-        if b < 0 or e < 0:
-            lo, hi = max(-b, 0), max(-e, 0)
-            y = _take(y, a, lo, y.shape[a] - lo - hi)
-        pieces = []
-        for count in (max(b, 0), None, max(e, 0)):
-            if count is None:
-                pieces.append(y)
-            elif count:
-                shape = list(y.shape)
-                shape[a] = count
-                pieces.append(constant(np.full(shape, value, y.dtype)))
-        if len(pieces) > 1:
-            y = ops.cat(pieces, a)
-    return y if y is not x else ops.identity(x)
+        begins[a], ends[a] = int(b), int(e)
+    y = x
+    if min(begins + ends) < 0:  # negative pads crop
+        y = ops.slice(y, [max(-b, 0) for b in begins],
+                      [s - max(-e, 0) for s, e in zip(x.shape, ends)])
+        begins, ends = [max(b, 0) for b in begins], [max(e, 0) for e in ends]
+    if not any(begins + ends):
+        return y if y is not x else ops.identity(x)
+    if mode == "wrap":
+        return _wrap(n, y, begins, ends)
+    if mode not in ("constant", "reflect", "edge"):
+        n.fail(f"Pad mode {mode!r}")
+    if mode == "reflect" and any((b or e) and max(b, e) >= s
+                                 for b, e, s in zip(begins, ends, y.shape)):
+        n.fail(f"reflect padding {begins + ends} as long as an axis of {y.shape}")
+    if mode != "constant" and any((b or e) and s == 0 for b, e, s in zip(begins, ends,
+                                                                           y.shape)):
+        n.fail(f"{mode} padding of an empty axis of {y.shape}")
+    return ops.pad(y, mode, begins + ends, value)
 
 
 @importer("Pad", since=1)
@@ -225,7 +212,8 @@ def pad_2(n):
 def pad_11(n):
     value = n.const(2)
     axes = n.const(3)
-    return _pad(n, n.const(1), 0 if value is None else np.asarray(value).ravel()[0],
+    return _pad(n, [int(p) for p in n.const(1)],
+                0 if value is None else np.asarray(value).ravel()[0],
                 None if axes is None else list(axes))
 
 
@@ -235,26 +223,10 @@ _REPEATS = {("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_c
             ("asymmetric", "floor"), ("asymmetric", "round_prefer_floor")}
 
 
-def _upsample(n, x, out_shape):
-    """Nearest-neighbour upsampling by whole factors per axis, as a broadcast."""
-    factors = []
-    for d, o in zip(x.shape, out_shape):
-        if o < d or o % d:
-            n.fail(f"resizing {x.shape} to {tuple(out_shape)} (only whole upsampling factors)")
-        factors.append(o // d)
-    if all(f == 1 for f in factors):
-        return ops.identity(x)
-    split = []
-    for d, f in zip(x.shape, factors):
-        split += [d, 1] if f > 1 else [d]
-    wide = []
-    for d, f in zip(x.shape, factors):
-        wide += [d, f] if f > 1 else [d]
-    y = ops.broadcast_to(ops.reshape(x, split), wide)
-    return ops.reshape(y, [int(o) for o in out_shape])
-
-
 def _resize(n, scales, sizes, axes=None):
+    """Nearest-neighbour Resize/Upsample by whole factors per axis: the library's
+    Upsample. Under the coordinate modes and rounding of ``_REPEATS`` such a resize
+    repeats every entry."""
     if n.attr("mode", "nearest") != "nearest":
         n.fail(f"Resize mode {n.attr('mode')!r}")
     key = (n.attr("coordinate_transformation_mode", "half_pixel"),
@@ -270,10 +242,24 @@ def _resize(n, scales, sizes, axes=None):
     else:
         for a, s in zip(axes, scales):
             out[a] = int(np.floor(x.shape[a] * float(s)))
-    return _upsample(n, x, out)
+    factors = []
+    for d, o in zip(x.shape, out):
+        if o < d or o % d:
+            n.fail(f"resizing {x.shape} to {tuple(out)} (only whole upsampling factors)")
+        factors.append(o // d)
+    if all(f == 1 for f in factors):
+        return ops.identity(x)
+    return ops.upsample(x, "nearest", factors)
 
 
 @importer("Upsample", since=1)
+def upsample_1(n):
+    x = n.t(0)
+    scales = [1.0] * (x.ndim - 2) + [n.attr("height_scale"), n.attr("width_scale")]
+    return _resize(n, scales, None)
+
+
+@importer("Upsample", since=7)
 def upsample_7(n):
     return _resize(n, n.attr("scales"), None)
 
@@ -294,3 +280,11 @@ def resize_11(n):
         n.fail("antialias or keep_aspect_ratio_policy")
     axes = n.attr("axes")
     return _resize(n, n.const(2), n.const(3), axes)
+
+
+@importer("Range")
+def range_(n):
+    """Range's output shape is its bounds' values, so they must be known while building
+    (constants, shapes, or fed inputs that then compile a plan per value)."""
+    start, limit, delta = (np.asarray(n.const(i)) for i in range(3))
+    return np.arange(start.item(), limit.item(), delta.item()).astype(start.dtype)

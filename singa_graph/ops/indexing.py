@@ -128,7 +128,7 @@ def _concrete(x, what):
     if x.data is None:
         raise ShapeError(f"{what}: the output shape depends on the values of {x.name}, which "
                          "is symbolic; call it on a concrete tensor")
-    return x.data
+    return x.host_data()  # the data itself on the CPU; a GPU tensor's values are copied
 
 
 class NonZero(Operation):

@@ -89,6 +89,6 @@ def partial_average(comm, updated: list[Tensor], partitions: list[list[int]],
     return _listed(PartialAverage(comm, partitions, comm.world_size)(*updated, counter))[0]
 
 
-def zeros_state(size: int, dtype, name: str) -> Tensor:
-    """A persistent state tensor (a sparsification residual, a counter)."""
-    return Tensor(data=np.zeros(size, dtype), requires_grad=False, name=name)
+def zeros_state(size: int, dtype, name: str, device=None) -> Tensor:
+    """A persistent state tensor (a sparsification residual, a counter) on ``device``."""
+    return Tensor(data=np.zeros(size, dtype), device=device, requires_grad=False, name=name)

@@ -98,7 +98,7 @@ def put(a, dtype=None):
     """``a`` as a C-contiguous device array: device arrays are kept, host data is copied."""
     if is_device_array(a):
         return a
-    host = np.ascontiguousarray(a if dtype is None else np.asarray(a, dtype))
+    host = np.asarray(a, dtype=dtype, order="C")  # ascontiguousarray would make 0-d 1-d
     return cuda().to_device(host)
 
 
@@ -117,7 +117,7 @@ def copy(dst, src) -> None:
     if dst.size == 0:
         return
     if not is_device_array(src):
-        src = np.ascontiguousarray(np.asarray(src, dst.dtype).reshape(dst.shape))
+        src = np.asarray(src, dtype=dst.dtype, order="C").reshape(tuple(dst.shape))
     elif src.dtype != dst.dtype:
         raise DeviceError(f"device copy from {src.dtype} to {dst.dtype}: cast it first")
     dst.copy_to_device(src)

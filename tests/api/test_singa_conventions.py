@@ -126,3 +126,28 @@ def test_load_states_returns_aux_tensors(tmp_path):
     assert all(isinstance(v, tensor.Tensor) for v in got.values())
     assert int(got["epoch"]) == 3
     np.testing.assert_array_equal(tensor.to_numpy(got["hist"]), np.arange(3.0))
+
+
+def test_tensor_functions_graph_mode_and_errors():
+    from helpers import graph_matches_eager
+    from singa_graph.errors import ShapeError
+    from singa_graph.ir import Placeholder, building
+
+    a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 3, 5)).astype(np.float32)
+    # tensordot and ceil are ops: they compile, and the plan agrees with eager bit for bit
+    graph_matches_eager(lambda x, y: tensor.tensordot(x, y, ([1, 2], [1, 0])), a, b)
+    graph_matches_eager(lambda x: tensor.ceil(x), a * 3, grad=False)
+    with pytest.raises(ShapeError, match="tensordot"):
+        tensor.tensordot(tensor.from_numpy(a), tensor.from_numpy(b), ([1], [1, 0]))
+    with pytest.raises(ShapeError, match="differ in size"):
+        tensor.tensordot(tensor.from_numpy(a), tensor.from_numpy(b), ([2], [2]))
+    # einsum and repeat compute on data, as SINGA's: a symbolic tensor is refused clearly
+    with building():
+        x = Placeholder((2, 3, 4))
+    with pytest.raises(ValueError, match="symbolic"):
+        tensor.einsum("ijk->k", x)
+    with pytest.raises(ValueError, match="symbolic"):
+        tensor.repeat(x, 2)
+    with pytest.raises(ValueError, match="repeats should be an int"):
+        tensor.repeat(tensor.from_numpy(a), [1, 2])

@@ -3,7 +3,8 @@
 A :class:`Case` is an op instance and its input arrays. The harness binds each device's
 kernel with the registry's own ``bind`` (workspace sized by the kernel's declaration, as a
 plan does), runs it once and compares every output, and every input the op mutates in
-place (optimizer updates, running statistics), within float tolerance.
+place (optimizer updates, running statistics), within float tolerance; a case may run the
+bound step several times first (updates whose state carries over between runs).
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ class Case:
     atol: float = 1e-6
     name: str = ""
     compare: list = field(default=None)  # output indices to compare (default: all)
+    steps: int = 1  # runs of the bound step before comparing (state carried between runs)
+    prepare: object = None  # prepare(device, input arrays): run first (e.g. start a channel)
 
     @property
     def id(self) -> str:
@@ -39,14 +42,19 @@ def _run(case, device):
     for o in outs:  # a kernel must write every element: start from garbage-like values
         if np.dtype(o.dtype).kind == "f":
             device.fill(o, np.nan)
+    for o, i in case.op.alias.items():  # views, as in a plan and in eager mode
+        outs[o] = ins[i].reshape(tuple(specs[o].shape))
     kind = device.kind
     need = registry.workspace_bytes(case.op, ins, outs, kind)
     ws = device.arena(need) if need else None
     if ws is not None:
         device.fill(ws, 0xFF)  # NaN bytes: a kernel that reads scratch it never wrote fails
     with device.activate():
+        if case.prepare is not None:
+            case.prepare(device, ins)
         step = registry.bind(case.op, ins, outs, kind, ws)
-        step()
+        for _ in range(case.steps):
+            step()
         device.synchronize()
     mutated = [device.get(ins[k]) for k in case.op.mutates]
     return [device.get(o) for o in outs], mutated

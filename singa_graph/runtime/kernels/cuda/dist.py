@@ -82,6 +82,9 @@ def _through_host(op, ins, outs, ws=None):
     """Run the CPU kernel of ``op`` on host mirrors of its device arrays."""
     h_ins = [pinned(tuple(a.shape), a.dtype) for a in ins]
     h_outs = [pinned(tuple(a.shape), a.dtype) for a in outs]
+    for o, i in op.alias.items():  # an output that is a view of an input is one here too
+        h_outs[o] = h_ins[i].reshape(tuple(outs[o].shape))
+    copied_back = [(d, h) for k, (d, h) in enumerate(zip(outs, h_outs)) if k not in op.alias]
     need = workspace_bytes(op, h_ins, h_outs, "cpu")
     h_ws = np.empty(need, np.uint8) if need else None
     cpu_step = bind(op, h_ins, h_outs, "cpu", h_ws)
@@ -92,13 +95,13 @@ def _through_host(op, ins, outs, ws=None):
             if d.size:
                 d.copy_to_host(h)
         cpu_step()
-        for d, h in zip(outs, h_outs):
+        for d, h in copied_back:
             if d.size:
                 d.copy_to_device(h)
         for d, h in mutated:
             if d.size:
                 d.copy_to_device(h)
-    run.host_bytes = sum(a.nbytes for a in h_ins + h_outs) + need
+    run.host_bytes = sum(a.nbytes for a in h_ins) + sum(h.nbytes for _, h in copied_back) + need
     return run
 
 
