@@ -346,7 +346,14 @@ def _argmax_body(x, y, n, inner, nrows, w, shv, shi):
 
 
 @cuda.jit(cache=True)
-def _argmax_f(x, y, n, inner, nrows, w):
+def _argmax_f32(x, y, n, inner, nrows, w):
+    # the values' tree holds their own dtype: float32 compared as float32, as np.argmax
+    _argmax_body(x, y, n, inner, nrows, w, cuda.shared.array(TPB, float32),
+                 cuda.shared.array(TPB, int64))
+
+
+@cuda.jit(cache=True)
+def _argmax_f64(x, y, n, inner, nrows, w):
     _argmax_body(x, y, n, inner, nrows, w, cuda.shared.array(TPB, float64),
                  cuda.shared.array(TPB, int64))
 
@@ -365,7 +372,8 @@ def argmax(op, ins, outs):
     nrows = outer * inner
     if nrows == 0:
         return noop
-    kern = _argmax_i if np.dtype(x.dtype).kind in "biu" else _argmax_f
+    dt = np.dtype(x.dtype)
+    kern = _argmax_i if dt.kind in "biu" else _argmax_f32 if dt == np.float32 else _argmax_f64
     w = width(n)
     launch = kern[grid(nrows, w), TPB]
     fx, fy = flat(x), flat(y)
