@@ -162,7 +162,9 @@ def batched_step(a, b, c, trans_a=False, trans_b=False):
 @cuda.jit(cache=True)
 def _scale(y, s):
     for i in range(cuda.grid(1), y.shape[0], cuda.gridsize(1)):
-        y[i] = y[i] * s if s != 0 else 0 * s
+        # beta == 0 writes zeros whatever y holds (NaN included), as cuBLAS; s is that
+        # zero in y's dtype (``0 * s`` was an int times a float32: a float64 to numba)
+        y[i] = y[i] * s if s != 0 else s
 
 
 def _scale_step(c, beta):
