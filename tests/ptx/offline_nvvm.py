@@ -51,7 +51,9 @@ def _missing_ok(get_path, cuda_paths):
 @contextmanager
 def offline(cc: tuple):
     """Let ``cuda.compile_ptx`` target compute capability ``cc`` without a GPU (see the
-    module notes for the three lookups bridged); everything is restored on exit."""
+    module notes for the three lookups bridged); everything is restored on exit. A name
+    that a numba-cuda version lacks is left alone: the compile errors then say what the
+    version needs instead."""
     from numba.cuda import config
     from numba.cuda import cuda_paths
     from numba.cuda import dispatcher
@@ -59,14 +61,19 @@ def offline(cc: tuple):
     class _Device:  # what device-function compilation reads of the current device
         compute_capability = tuple(cc)
 
-    saved = (cuda_paths._get_nvrtc_path, config.FORCE_CUDA_CC, dispatcher.get_current_device)
-    cuda_paths._get_nvrtc_path = _missing_ok(saved[0], cuda_paths)
-    config.FORCE_CUDA_CC = tuple(cc)
-    dispatcher.get_current_device = _Device
+    patches = [(config, "FORCE_CUDA_CC", lambda old: tuple(cc)),
+               (cuda_paths, "_get_nvrtc_path", lambda old: _missing_ok(old, cuda_paths)),
+               (dispatcher, "get_current_device", lambda old: _Device)]
+    saved = []
+    for mod, name, make in patches:
+        if hasattr(mod, name):
+            saved.append((mod, name, getattr(mod, name)))
+            setattr(mod, name, make(saved[-1][2]))
     try:
         yield
     finally:
-        cuda_paths._get_nvrtc_path, config.FORCE_CUDA_CC, dispatcher.get_current_device = saved
+        for mod, name, old in saved:
+            setattr(mod, name, old)
 
 
 def _version_key(path: str):

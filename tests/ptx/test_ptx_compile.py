@@ -6,8 +6,9 @@ module reads the record of kernel launches that ``tests/cuda`` writes on the sim
 the GPUs we run on (compute capability 9.0: H100/H200; and 8.0: A100), then assembles the
 PTX with ptxas where the toolkit has it. It needs libNVVM but no GPU (see
 :mod:`offline_nvvm`). It also checks what the record can tell beyond compiling: that every
-kernel was launched at least once (else it was never compiled here either) and that no
-launch passes a host array.
+kernel was launched at least once (else it was never compiled here either), that no
+launch passes a host array, and that float32 kernels do no float64 arithmetic except
+where it is deliberate (:data:`DELIBERATE_F64`).
 
 Run it after the simulator suite, in a process without ``NUMBA_ENABLE_CUDASIM`` (the
 simulator replaces numba.cuda): ``make test`` does. A missing or stale record, or no
@@ -18,6 +19,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import re
 import subprocess
 import tempfile
 import warnings
@@ -116,6 +118,59 @@ def test_ptx_assembles_for_sm_90(compiled, toolkit):
             if r.returncode:
                 bad.append(f"{_label(e)}\n    {r.stderr.strip()[:600]}")
     assert not bad, "ptxas rejects the PTX of:\n" + "\n".join(bad)
+
+
+# Float32 kernels that do float64 arithmetic on purpose, and why: where the CPU kernel does
+# the same, or where a GPU thread's long serial sum needs it to stay within float32
+# tolerance of numpy's pairwise float32 sums. Anything else is an accident.
+DELIBERATE_F64 = {
+    "activation._rows_f32": "softmax and log-softmax sum the exponentials in float64 and "
+                            "scale by that sum, as the CPU row loops",
+    "loss._sce_f32": "losses sum in float64, as the CPU kernels",
+    "loss._flat_loss": "losses sum in float64, as the CPU kernels",
+    "loss._sce_grad_f32": "the log-sum-exp is float64 and 1/N a float64, as on the CPU",
+    "loss._flat_grad": "1/N (and 2/N) are float64 and promote the product, as on the CPU",
+    "norm._forward": "BatchNorm's statistics and per-channel affine map are float64, as on "
+                     "the CPU",
+    "reduce._reduce_f": "Sum and Mean accumulate in float64: numpy's float32 sums are "
+                        "pairwise, a GPU lane's are serial",
+    "pool._gap_tree": "a mean: accumulates in float64 as Mean does",
+    "pool._gap_thread": "a mean: accumulates in float64 as Mean does",
+    "pool._pool_fwd": "average pooling sums in float64, as the CPU loop (not max pooling)",
+    "pool._pool_bwd": "average pooling's gradient divides and sums in float64, as the CPU "
+                      "loop (not max pooling)",
+}
+
+
+def _float32_kernel(entry) -> bool:
+    """Launches whose arrays hold float32 and none float64 (float scalars may be float64:
+    a Python float passed at launch is exactly the accident to catch)."""
+    flat, stack = [], list(entry["args"])
+    while stack:
+        a = stack.pop()
+        stack.extend(a[1]) if a[0] == "tuple" else flat.append(a)
+    arrays = {a[1] for a in flat if a[0] in ("array", "host_array")}
+    return "float32" in arrays and "float64" not in arrays
+
+
+def test_float32_kernels_compute_in_float32(compiled):
+    """``cvt.f64.f32`` in a float32 kernel's PTX is float32 data promoted to float64: a
+    Python float (literal or global), an int literal unified with a float32, or a float64
+    scalar argument put it there. (libdevice's own float32 functions use some float64
+    internally, sinf's slow path for one, but never promote the data so.)"""
+    found = {}
+    for e, ptx, _ in compiled[(9, 0)]:
+        name = f"{e['module'].rsplit('.', 1)[1]}.{e['kernel']}"
+        if ptx is None or not _float32_kernel(e) or name in DELIBERATE_F64:
+            continue
+        n = len(re.findall(r"\bcvt(?:\.\w+)*\.f64\.f32\b", ptx))
+        if n:
+            found[_label(e)] = n
+    assert not found, ("float32 kernels that compute in float64 (scalar(dtype, v) in "
+                       "launch.py types a launch argument; typed constants keep literals "
+                       "out of expressions):\n" +
+                       "\n".join(f"{k}: {n} float32->float64 conversions"
+                                 for k, n in found.items()))
 
 
 def test_every_kernel_was_launched():
