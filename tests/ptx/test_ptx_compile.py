@@ -4,7 +4,7 @@ numba's CUDA simulator runs kernels as Python, so it neither types nor compiles 
 module reads the record of kernel launches that ``tests/cuda`` writes on the simulator
 (:mod:`launch_record`) and compiles each recorded signature with ``cuda.compile_ptx`` for
 the GPUs we run on (compute capability 9.0: H100/H200; and 8.0: A100), then assembles the
-PTX with ptxas where the toolkit has it. It needs libNVVM but no GPU (see
+PTX for both with ptxas where the toolkit has it. It needs libNVVM but no GPU (see
 :mod:`offline_nvvm`). It also checks what the record can tell beyond compiling: that every
 kernel was launched at least once (else it was never compiled here either), that no
 launch passes a host array, and that float32 kernels do no float64 arithmetic except
@@ -23,6 +23,7 @@ import re
 import subprocess
 import tempfile
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -100,24 +101,27 @@ def test_every_recorded_kernel_compiles(compiled, cc):
                      f"for sm_{cc[0]}{cc[1]}:\n" + "\n".join(bad))
 
 
-def test_ptx_assembles_for_sm_90(compiled, toolkit):
+@pytest.mark.parametrize("cc", TARGETS, ids=lambda cc: f"sm_{cc[0]}{cc[1]}")
+def test_ptx_assembles(compiled, toolkit, cc):
     """ptxas turns PTX into the GPU's code when the driver loads a kernel: resource limits
     (shared memory, registers) and PTX the target lacks fail there, not in NVVM."""
     if toolkit.ptxas is None:
         pytest.skip(f"no ptxas in the toolkit of {toolkit.nvvm}: PTX not assembled")
-    bad = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for k, (e, ptx, _) in enumerate(compiled[(9, 0)]):
-            if ptx is None:
-                continue
-            src = os.path.join(tmp, f"k{k}.ptx")
-            with open(src, "w") as f:
-                f.write(ptx)
-            r = subprocess.run([toolkit.ptxas, "-arch=sm_90", "-o", os.devnull, src],
-                               capture_output=True, text=True)
-            if r.returncode:
-                bad.append(f"{_label(e)}\n    {r.stderr.strip()[:600]}")
-    assert not bad, "ptxas rejects the PTX of:\n" + "\n".join(bad)
+    arch = f"-arch=sm_{cc[0]}{cc[1]}"
+
+    def assemble(k, ptx):
+        src = os.path.join(tmp, f"k{k}.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        return subprocess.run([toolkit.ptxas, arch, "-o", os.devnull, src],
+                              capture_output=True, text=True)
+
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(os.cpu_count()) as pool:
+        runs = [(e, pool.submit(assemble, k, ptx))
+                for k, (e, ptx, _) in enumerate(compiled[cc]) if ptx is not None]
+        bad = [f"{_label(e)}\n    {r.result().stderr.strip()[:600]}"
+               for e, r in runs if r.result().returncode]
+    assert not bad, f"ptxas {arch} rejects the PTX of:\n" + "\n".join(bad)
 
 
 # Float32 kernels that do float64 arithmetic on purpose, and why: where the CPU kernel does
@@ -145,11 +149,13 @@ DELIBERATE_F64 = {
 def _float32_kernel(entry) -> bool:
     """Launches whose arrays hold float32 and none float64 (float scalars may be float64:
     a Python float passed at launch is exactly the accident to catch)."""
-    flat, stack = [], list(entry["args"])
+    arrays, stack = set(), list(entry["args"])
     while stack:
         a = stack.pop()
-        stack.extend(a[1]) if a[0] == "tuple" else flat.append(a)
-    arrays = {a[1] for a in flat if a[0] in ("array", "host_array")}
+        if a[0] == "tuple":
+            stack.extend(a[1])
+        elif a[0] in ("array", "host_array"):
+            arrays.add(a[1])
     return "float32" in arrays and "float64" not in arrays
 
 
