@@ -96,7 +96,8 @@ def _lookup():
 
     with offline((9, 0)):
         if hasattr(cuda_paths.get_cuda_paths, "_cached_result"):
-            del cuda_paths.get_cuda_paths._cached_result  # a failed look may have been kept
+            # an earlier look (before CUDA_HOME was set) is cached: look again
+            del cuda_paths.get_cuda_paths._cached_result
         paths = cuda_paths.get_cuda_paths()
     return paths["nvvm"].info, paths["libdevice"].info
 
