@@ -40,9 +40,14 @@ torch: install
 
 # The CUDA kernels run on numba's CUDA simulator in a process of their own: the switch must
 # be set before numba is first imported. On a machine with a GPU the first run covers them.
+# The simulator never compiles a kernel, so that run records every launch's argument types
+# and tests/ptx then compiles each one for sm_90 and sm_80 (NVVM from the CUDA toolkit or
+# the nvidia-* wheels, no GPU needed; skipped where there is none), in a third process
+# because the simulator replaces numba.cuda.
 test: install tools torch
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --ignore=tests/ptx
 	NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q tests/cuda
+	$(PY) -m pytest -q tests/ptx
 
 demo: install
 	$(PY) examples/cnn.py --graph --epochs 10

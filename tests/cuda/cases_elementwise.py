@@ -58,7 +58,13 @@ for _op in ACTS:
 for _op in ACTS[:7]:
     CASES.append(Case(nl.ActivationGrad(_op), [rand(3, 4, 5, seed=13), X * 3],
                       name=f"ActivationGrad of {_op.type} {getattr(_op, 'approximate', '')}"))
+# float64 data: the kernels' constants (launch arguments) then carry float64 precision
+X64 = X.astype(np.float64) * 3
 CASES += [
+    Case(nl.Gelu(), [X64], rtol=1e-12, atol=1e-14, name="Gelu float64"),
+    Case(act.Sigmoid(), [X64], rtol=1e-12, atol=1e-14, name="Sigmoid float64"),
+    Case(nl.ActivationGrad(nl.Gelu("tanh")), [rand(3, 4, 5, seed=13).astype(np.float64), X64],
+         rtol=1e-12, atol=1e-14, name="ActivationGrad of Gelu tanh float64"),
     Case(act.ReLUGrad(), [rand(3, 4, 5, seed=14), X]),
     Case(act.LeakyReLUGrad(0.2), [rand(3, 4, 5, seed=14), X]),
     Case(act.SigmoidGrad(), [rand(3, 4, 5, seed=14), (X + 1) / 2]),

@@ -1,6 +1,6 @@
 """Kernel cases: layout and indexing (runtime/kernels/cuda/layout.py, indexing.py), optimizer
 updates (update.py), Dropout in evaluation (dropout.py; training masks are checked by their
-statistics in test_dropout.py) and the LSTM cell (recurrent.py)."""
+statistics in test_dropout_masks.py) and the LSTM cell (recurrent.py)."""
 import numpy as np
 
 from singa_graph.ir.tensor import Tensor

@@ -22,6 +22,8 @@ CASES = [
         np.float64)], rtol=1e-12, atol=1e-12, name="MatMul float64"),
     Case(linalg.MatMul(), [rand(17, 19), rand(19, 18, seed=1)], rtol=1e-5, atol=1e-5,
          name="MatMul over several tiles"),
+    # an empty inner dimension: no GEMM runs, the output is scaled by beta (zeros)
+    Case(linalg.MatMul(), [rand(4, 0), rand(0, 3, seed=1)], name="MatMul empty inner"),
     Case(linalg.AddBias(1), [rand(2, 3, 4, 4), rand(3, seed=2)]),
     Case(linalg.AddBias(1), [rand(6, 3), rand(3, seed=2)], name="AddBias 2-d"),
     Case(linalg.Gemm(), [rand(4, 6), rand(6, 3, seed=1), rand(3, seed=2)], rtol=1e-5,

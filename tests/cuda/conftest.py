@@ -3,8 +3,11 @@ simulator, which must be switched on before numba is first imported. ``make test
 this directory in a process of its own with ``NUMBA_ENABLE_CUDASIM=1``; in the main test
 process of a machine without a GPU these tests are skipped with that reason."""
 import os
+from pathlib import Path
 
 import pytest
+
+from launch_record import Recorder
 
 try:
     from numba import config as _numba_config
@@ -17,6 +20,14 @@ try:
         "(make test does: NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/cuda)")
 except ImportError as e:  # numba-cuda missing
     _RUNNABLE, _SIM, _WHY = False, False, f"numba-cuda is not installed ({e})"
+
+
+_HERE = Path(__file__).parent
+_deselected: list = []
+
+
+def pytest_deselected(items):
+    _deselected.extend(i for i in items if Path(str(i.fspath)).parent == _HERE)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -40,3 +51,24 @@ def gpu():
     from singa_graph import device
 
     return device.create_cuda_gpu()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def launch_record(request):
+    """On the simulator, record every kernel launch's argument types for the PTX check
+    (tests/ptx), which compiles them for a real GPU. Only a run of the whole directory
+    writes the record: a partial one (-k, single files, a -x stop) would leave kernels out."""
+    if not _SIM:
+        yield None
+        return
+    recorder = Recorder()
+    recorder.install()
+    try:
+        yield recorder
+    finally:
+        recorder.uninstall()
+    session = request.session
+    ran = {Path(str(i.fspath)).name for i in session.items}
+    whole = {p.name for p in _HERE.glob("test_*.py")} <= ran
+    if whole and not _deselected and not (session.shouldfail or session.shouldstop):
+        recorder.write()

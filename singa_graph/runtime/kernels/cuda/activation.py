@@ -22,7 +22,7 @@ from numba import cuda, float32, float64
 
 from ....errors import UnsupportedOpError
 from ...registry import kernel
-from .launch import TPB, flat, noop
+from .launch import TPB, flat, launcher, noop
 from .reduce import F0, grid, tree_max, tree_sum, width
 
 SOFTMAX, LOG_SOFTMAX, SOFTMAX_GRAD, LOG_SOFTMAX_GRAD = range(4)
@@ -129,7 +129,7 @@ def rows_step(op, code, a, b, y, axis):
     if y.size == 0:
         return noop
     w = width(n)
-    launch = kern[grid(nrows, w), TPB]
+    launch = launcher(kern, grid(nrows, w), TPB)
     fa, fb, fy = flat(a), flat(b), flat(y)
     return lambda: launch(code, fa, fb, fy, n, inner, nrows, w)
 

@@ -42,14 +42,20 @@ def backend() -> str:
 
 
 # ---------------------------------------------------------------------- fallback kernel
+# Typed zeros that start the accumulators: ``acc = 0.0`` made it a float64, so the float32
+# GEMM summed in double precision where BLAS and cuBLAS sum in float32.
+_Z32, _Z64 = np.float32(0.0), np.float64(0.0)
+
+
 @cuda.jit(device=True)
-def _tiled(a, b, c, m, n, k, ta, tb, alpha, beta, sa_batch, sb_batch, sc_batch, sa, sb):
+def _tiled(a, b, c, m, n, k, ta, tb, alpha, beta, sa_batch, sb_batch, sc_batch, sa, sb,
+           zero):
     tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
     row = cuda.blockIdx.y * TILE + ty
     col = cuda.blockIdx.x * TILE + tx
     z = cuda.blockIdx.z
     a0, b0, c0 = z * sa_batch, z * sb_batch, z * sc_batch
-    acc = 0.0
+    acc = zero
     for t in range((k + TILE - 1) // TILE):
         p = t * TILE + tx
         if row < m and p < k:
@@ -77,14 +83,14 @@ def _tiled(a, b, c, m, n, k, ta, tb, alpha, beta, sa_batch, sb_batch, sc_batch, 
 def _gemm_f32(a, b, c, m, n, k, ta, tb, alpha, beta, sa_batch, sb_batch, sc_batch):
     sa = cuda.shared.array((TILE, TILE), float32)
     sb = cuda.shared.array((TILE, TILE), float32)
-    _tiled(a, b, c, m, n, k, ta, tb, alpha, beta, sa_batch, sb_batch, sc_batch, sa, sb)
+    _tiled(a, b, c, m, n, k, ta, tb, alpha, beta, sa_batch, sb_batch, sc_batch, sa, sb, _Z32)
 
 
 @cuda.jit(cache=True)
 def _gemm_f64(a, b, c, m, n, k, ta, tb, alpha, beta, sa_batch, sb_batch, sc_batch):
     sa = cuda.shared.array((TILE, TILE), float64)
     sb = cuda.shared.array((TILE, TILE), float64)
-    _tiled(a, b, c, m, n, k, ta, tb, alpha, beta, sa_batch, sb_batch, sc_batch, sa, sb)
+    _tiled(a, b, c, m, n, k, ta, tb, alpha, beta, sa_batch, sb_batch, sc_batch, sa, sb, _Z64)
 
 
 def _fallback(a, b, c, trans_a, trans_b, alpha, beta, batch, strides):
@@ -156,7 +162,9 @@ def batched_step(a, b, c, trans_a=False, trans_b=False):
 @cuda.jit(cache=True)
 def _scale(y, s):
     for i in range(cuda.grid(1), y.shape[0], cuda.gridsize(1)):
-        y[i] = y[i] * s if s != 0 else 0 * s
+        # beta == 0 writes zeros whatever y holds (NaN included), as cuBLAS; s is that
+        # zero in y's dtype (``0 * s`` was an int times a float32: a float64 to numba)
+        y[i] = y[i] * s if s != 0 else s
 
 
 def _scale_step(c, beta):

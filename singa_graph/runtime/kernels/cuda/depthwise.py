@@ -13,9 +13,13 @@ ReLU epilogue) and :func:`block_sum` (the block's shared-memory tree).
 """
 from __future__ import annotations
 
-from numba import cuda, float64
+import numpy as np
+from numba import cuda, float32, float64
 
 from .launch import TPB, flat, launcher, max_blocks, step
+
+# typed zeros for the accumulators (a literal 0.0 is a float64 to numba)
+_Z32, _Z64 = np.float32(0.0), np.float64(0.0)
 
 
 @cuda.jit(device=True)
@@ -104,12 +108,12 @@ def _dw_grad_input(dy, wt, dx, og, o_, geo, zero):
         dx[i] = acc
 
 
-@cuda.jit(cache=True)
-def _dw_grad_weight(dy, x, dwt, n_, og, o_, geo):
+@cuda.jit(device=True)
+def _dw_grad_weight_body(dy, x, dwt, n_, og, o_, geo, buf, zero):
     """Depthwise weight gradient: a block per weight element ``(o, k, j)`` sums
-    ``dy * x`` over ``N*Ho*Wo`` (the item loop is uniform per block, as the tree needs)."""
+    ``dy * x`` over ``N*Ho*Wo`` (the item loop is uniform per block, as the tree needs), in
+    the data's dtype as the CPU's GEMM and the other convolutions' cuBLAS do."""
     c_, h, w, kh, kw, sh, sw, pt, pl, dh, dw, ho, wo = geo
-    buf = cuda.shared.array(TPB, float64)
     l_ = ho * wo
     for b in range(cuda.blockIdx.x, o_ * kh * kw, cuda.gridDim.x):
         j = b % kw
@@ -117,7 +121,7 @@ def _dw_grad_weight(dy, x, dwt, n_, og, o_, geo):
         k = t % kh
         o = t // kh
         c = o // og
-        acc = 0.0
+        acc = zero
         for e in range(cuda.threadIdx.x, n_ * l_, cuda.blockDim.x):
             l = e % l_
             n = e // l_
@@ -128,6 +132,19 @@ def _dw_grad_weight(dy, x, dwt, n_, og, o_, geo):
         total = block_sum(buf, acc)
         if cuda.threadIdx.x == 0:
             dwt[b] = total
+
+
+# One kernel per dtype: a shared array's dtype is fixed when the kernel compiles.
+@cuda.jit(cache=True)
+def _dw_grad_weight_f32(dy, x, dwt, n_, og, o_, geo):
+    _dw_grad_weight_body(dy, x, dwt, n_, og, o_, geo, cuda.shared.array(TPB, float32),
+                         _Z32)
+
+
+@cuda.jit(cache=True)
+def _dw_grad_weight_f64(dy, x, dwt, n_, og, o_, geo):
+    _dw_grad_weight_body(dy, x, dwt, n_, og, o_, geo, cuda.shared.array(TPB, float64),
+                         _Z64)
 
 
 def forward_step(x, w, y, bias, og, geo, relu, zero):
@@ -146,6 +163,7 @@ def grad_input_step(dy, w, dx, og, geo, zero):
 
 def grad_weight_step(dy, x, dw, og, geo):
     """The depthwise weight gradient: a block per weight element."""
-    k = per_block(_dw_grad_weight, dw.size)
+    kern = _dw_grad_weight_f64 if dw.dtype == np.float64 else _dw_grad_weight_f32
+    k = per_block(kern, dw.size)
     args = (flat(dy), flat(x), flat(dw), tuple(x.shape)[0], og, tuple(dw.shape)[0], geo)
     return lambda: k(*args)

@@ -167,11 +167,25 @@ _UNARY = {"Neg": NEG, "Exp": EXP, "Log": LOG, "Sqrt": SQRT, "Abs": ABS, "Sign": 
 _SQRT_2_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_CUBIC = 0.044715
+
+
+def consts(dtype) -> tuple:
+    """The constants of the unary functions and gradients, in ``dtype``, for the kernels'
+    last argument. numba types a Python float (a literal or a module global) as float64,
+    and an int literal next to a float32 as float64 too, so written into the expressions
+    they made every float32 activation compute in float64; as launch arguments of the
+    data's type they keep float32 in float32 and float64 in float64."""
+    return tuple(scalar(dtype, v) for v in
+                 (0.5, 1.0, 2.0, _INV_SQRT_2, _SQRT_2_PI, _CUBIC, 3 * _CUBIC, _INV_SQRT_2PI))
 
 
 @cuda.jit(device=True)
-def _unary(code, v, a, g):
-    # ``a`` and ``g`` are the op's two constants (alpha, gamma/beta) in v's dtype
+def _unary(code, v, a, g, k):
+    # ``a`` and ``g`` are the op's two constants (alpha, gamma/beta) and ``k`` the tuple of
+    # :func:`consts`, all in v's dtype: every branch computes and returns that dtype
+    half, one, two, inv_sqrt2, sqrt_2_pi, cubic, _, _ = k
+    zero = one - one
     if code == NEG:
         return -v
     if code == EXP:
@@ -181,9 +195,9 @@ def _unary(code, v, a, g):
     if code == SQRT:
         return math.sqrt(v)
     if code == ABS:
-        return -v if v < 0 else v
+        return -v if v < zero else v
     if code == SIGN:
-        return v if v != v else (1 if v > 0 else (-1 if v < 0 else 0))
+        return v if v != v else (one if v > zero else (-one if v < zero else zero))
     if code == SIN:
         return math.sin(v)
     if code == COS:
@@ -215,55 +229,55 @@ def _unary(code, v, a, g):
     if code == ROUND:  # half to even, as np.rint
         r = math.floor(v)
         d = v - r
-        if d > 0.5 or (d == 0.5 and r - 2 * math.floor(r * 0.5) == 1):
-            r += 1
+        if d > half or (d == half and r - two * math.floor(r * half) == one):
+            r += one
         return r
     if code == RECIPROCAL:
-        return 1 / v
+        return one / v
     if code == NOT:
-        return 1 if v == 0 else 0
+        return one if v == zero else zero
     if code == ERF:
         return math.erf(v)
     if code == ROUND_AWAY:
         w = abs(v)
         r = math.floor(w)
-        if w - r >= 0.5:
-            r += 1
-        return r if v >= 0 else -r
+        if w - r >= half:
+            r += one
+        return r if v >= zero else -r
     if code == SELU:
-        return g * v if v > 0 else g * a * (math.exp(v) - 1)
+        return g * v if v > zero else g * a * (math.exp(v) - one)
     if code == ELU:
-        return v if v >= 0 else a * (math.exp(v) - 1)
+        return v if v >= zero else a * (math.exp(v) - one)
     if code == HARDSIGMOID:
-        return min(1, max(0, a * v + g))
+        return min(one, max(zero, a * v + g))
     if code == SOFTPLUS:
-        return max(v, 0) + math.log1p(math.exp(-abs(v)))
+        return max(v, zero) + math.log1p(math.exp(-abs(v)))
     if code == SOFTSIGN:
-        return v / (1 + abs(v))
+        return v / (one + abs(v))
     if code == GELU:
-        return 0.5 * v * (1 + math.erf(v * _INV_SQRT_2))
+        return half * v * (one + math.erf(v * inv_sqrt2))
     if code == GELU_TANH:
-        return 0.5 * v * (1 + math.tanh(_SQRT_2_PI * (v + 0.044715 * v * v * v)))
+        return half * v * (one + math.tanh(sqrt_2_pi * (v + cubic * v * v * v)))
     if code == RELU:  # +0 for negatives and NaN for NaN, as np.maximum(x, 0); a is 0
-        return v if v > 0 or v != v else a
+        return v if v > zero or v != v else a
     if code == SIGMOID:  # exp of a non-positive number only: nothing overflows
-        if v >= 0:
-            return 1 / (1 + math.exp(-v))
+        if v >= zero:
+            return one / (one + math.exp(-v))
         e = math.exp(v)
-        return e / (1 + e)
-    return v if v > 0 else a * v  # LEAKY
+        return e / (one + e)
+    return v if v > zero else a * v  # LEAKY
 
 
 @cuda.jit(cache=True)
-def _unary_kernel(code, x, y, a, g):
+def _unary_kernel(code, x, y, a, g, k):
     for i in range(cuda.grid(1), y.shape[0], cuda.gridsize(1)):
-        y[i] = _unary(code, x[i], a, g)
+        y[i] = _unary(code, x[i], a, g, k)
 
 
 def unary_step(code, x, y, a=0.0, g=0.0):
     """A step computing ``y = f(x)`` elementwise (``f`` by ``code``)."""
     return step(_unary_kernel, y.size, code, flat(x), flat(y), scalar(y.dtype, a),
-                scalar(y.dtype, g))
+                scalar(y.dtype, g), consts(y.dtype))
 
 
 def _unary_factory(name):
@@ -289,47 +303,50 @@ _GRAD_OF = {"Selu": G_SELU, "Elu": G_ELU, "HardSigmoid": G_HARDSIGMOID,
 
 
 @cuda.jit(device=True)
-def _grad(code, d, r, a, g):
-    # d: the output gradient; r: the reference the CPU kernel reads (y or x)
+def _grad(code, d, r, a, g, k):
+    # d: the output gradient; r: the reference the CPU kernel reads (y or x); a, g, k in
+    # their dtype, as for _unary
+    half, one, two, inv_sqrt2, sqrt_2_pi, cubic, cubic3, inv_sqrt_2pi = k
+    zero = one - one
     if code == G_RELU:  # a is a typed 0: +0 where the unit is off, whatever d holds
-        return d if r > 0 else a
+        return d if r > zero else a
     if code == G_LEAKY:
-        return d if r > 0 else a * d
+        return d if r > zero else a * d
     if code == G_SIGMOID:
-        return d * r * (1 - r)
+        return d * r * (one - r)
     if code == G_TANH:
-        return d * (1 - r * r)
+        return d * (one - r * r)
     if code == G_SELU:
-        return d * (g if r > 0 else g * a * math.exp(r))
+        return d * (g if r > zero else g * a * math.exp(r))
     if code == G_ELU:
-        return d * (1 if r >= 0 else a * math.exp(r))
+        return d * (one if r >= zero else a * math.exp(r))
     if code == G_HARDSIGMOID:
         u = a * r + g
-        return d * a if 0 < u < 1 else 0 * d
+        return d * a if zero < u < one else zero * d
     if code == G_SOFTPLUS:
         e = math.exp(-abs(r))
-        return d * (1 / (1 + e) if r >= 0 else e / (1 + e))
+        return d * (one / (one + e) if r >= zero else e / (one + e))
     if code == G_SOFTSIGN:
-        q = 1 + abs(r)
+        q = one + abs(r)
         return d / (q * q)
     if code == G_GELU:
-        cdf = 0.5 * (1 + math.erf(r * _INV_SQRT_2))
-        return d * (cdf + r * _INV_SQRT_2PI * math.exp(-0.5 * r * r))
-    t = math.tanh(_SQRT_2_PI * (r + 0.044715 * r * r * r))
-    dt = (1 - t * t) * _SQRT_2_PI * (1 + 3 * 0.044715 * r * r)
-    return d * (0.5 * (1 + t) + 0.5 * r * dt)
+        cdf = half * (one + math.erf(r * inv_sqrt2))
+        return d * (cdf + r * inv_sqrt_2pi * math.exp(-half * r * r))
+    t = math.tanh(sqrt_2_pi * (r + cubic * r * r * r))
+    dt = (one - t * t) * sqrt_2_pi * (one + cubic3 * r * r)
+    return d * (half * (one + t) + half * r * dt)
 
 
 @cuda.jit(cache=True)
-def _grad_kernel(code, dy, ref, dx, a, g):
+def _grad_kernel(code, dy, ref, dx, a, g, k):
     for i in range(cuda.grid(1), dx.shape[0], cuda.gridsize(1)):
-        dx[i] = _grad(code, dy[i], ref[i], a, g)
+        dx[i] = _grad(code, dy[i], ref[i], a, g, k)
 
 
 def grad_step(code, dy, ref, dx, a=0.0, g=0.0):
     """A step computing ``dx = f'(dy, ref)`` elementwise."""
     return step(_grad_kernel, dx.size, code, flat(dy), flat(ref), flat(dx),
-                scalar(dx.dtype, a), scalar(dx.dtype, g))
+                scalar(dx.dtype, a), scalar(dx.dtype, g), consts(dx.dtype))
 
 
 def _grad_factory(code, attr=None):
@@ -366,4 +383,4 @@ def broadcast_to(op, ins, outs):
     return strided_copy_step(x, y, y.shape, broadcast_strides(x.shape, y.shape))
 
 
-__all__ = ["binary_step", "unary_step", "grad_step", "MAXD"]
+__all__ = ["binary_step", "unary_step", "grad_step", "consts", "MAXD"]

@@ -24,7 +24,7 @@ from numba import cuda, float32, float64, int64
 
 from ...registry import carve, carved_bytes, kernel
 from .activation import row_max, rows3, typed
-from .launch import TPB, flat, noop, step
+from .launch import TPB, flat, launcher, noop, step
 from .reduce import (F0, FILL, MEAN, SPLIT_MIN, grid, partials_step, tree_sum, tree_sum2,
                      width)
 
@@ -139,13 +139,13 @@ def _loss_step(kern, nb, head, tail, out, ws, div):
     when there are several, the sum of their partials divided by ``div`` into ``out``.
 
     The kernels loop over ``nb`` *virtual* blocks, so what they compute does not depend on
-    the grid they run on (the simulator's kernels keep only their last configuration)."""
+    the grid they run on."""
     fo = flat(out)
     if nb == 1:
-        launch = kern[1, TPB]
+        launch = launcher(kern, 1, TPB)
         return lambda: launch(*head, fo, fo, 1, *tail, div)
     part = carve(ws, ((nb,), np.float64))[0]
-    launch = kern[nb, TPB]
+    launch = launcher(kern, nb, TPB)
     finish = partials_step(part, fo, 1, nb, MEAN, div)
 
     def run():
@@ -222,7 +222,7 @@ def softmax_cross_entropy_grad(op, ins, outs):
         return noop
     kern = typed((_sce_grad_f32, _sce_grad_f64), op, x.dtype)
     w = width(c)
-    launch = kern[grid(n, w), TPB]
+    launch = launcher(kern, grid(n, w), TPB)
     args = (flat(x), flat(t), np.dtype(t.dtype).kind != "f", flat(dy), _batch(x.shape),
             flat(dx), n, c, w)
     return lambda: launch(*args)
@@ -346,7 +346,14 @@ def _argmax_body(x, y, n, inner, nrows, w, shv, shi):
 
 
 @cuda.jit(cache=True)
-def _argmax_f(x, y, n, inner, nrows, w):
+def _argmax_f32(x, y, n, inner, nrows, w):
+    # the values' tree holds their own dtype: float32 compared as float32, as np.argmax
+    _argmax_body(x, y, n, inner, nrows, w, cuda.shared.array(TPB, float32),
+                 cuda.shared.array(TPB, int64))
+
+
+@cuda.jit(cache=True)
+def _argmax_f64(x, y, n, inner, nrows, w):
     _argmax_body(x, y, n, inner, nrows, w, cuda.shared.array(TPB, float64),
                  cuda.shared.array(TPB, int64))
 
@@ -365,9 +372,10 @@ def argmax(op, ins, outs):
     nrows = outer * inner
     if nrows == 0:
         return noop
-    kern = _argmax_i if np.dtype(x.dtype).kind in "biu" else _argmax_f
+    dt = np.dtype(x.dtype)
+    kern = _argmax_i if dt.kind in "biu" else _argmax_f32 if dt == np.float32 else _argmax_f64
     w = width(n)
-    launch = kern[grid(nrows, w), TPB]
+    launch = launcher(kern, grid(nrows, w), TPB)
     fx, fy = flat(x), flat(y)
     return lambda: launch(fx, fy, n, inner, nrows, w)
 

@@ -24,6 +24,9 @@ from numba import cuda, float64
 from ...registry import kernel
 from .depthwise import block_sum, per_block
 from .launch import TPB, flat, scalar, step
+# F0, a float64 zero, starts the average's sums: a literal 0.0 also compiles to float64,
+# but on the simulator numpy adds float32 to a Python float in float32
+from .reduce import F0
 
 
 @cuda.jit(device=True)
@@ -60,7 +63,7 @@ def _pool_fwd(x, y, geo, is_max, include_pad):
         if is_max:
             y[i] = x[base + _argmax(x, base, w, ya, yb, xa, xb)]
         else:
-            s = 0.0  # float64 for float32 inputs too, as the CPU loop
+            s = F0  # float64 for float32 inputs too, as the CPU loop
             for iy in range(ya, yb):
                 for ix in range(xa, xb):
                     s += x[base + iy * w + ix]
@@ -98,7 +101,7 @@ def _pool_bwd(x, dy, dx, geo, is_max, include_pad, zero):
                         acc += dy[g + oy * wo + ox]
             dx[i] = acc
         else:
-            s = 0.0
+            s = F0
             for oy in range(oy0, oy1 + 1):
                 ya, yb = _window(oy, sh, pt, kh, h)
                 for ox in range(ox0, ox1 + 1):
@@ -147,7 +150,7 @@ def avg_pool2d_grad(op, ins, outs):
 def _gap_tree(x, y, planes, hw):
     buf = cuda.shared.array(TPB, float64)
     for p in range(cuda.blockIdx.x, planes, cuda.gridDim.x):  # uniform per block
-        acc = 0.0
+        acc = F0
         for e in range(cuda.threadIdx.x, hw, cuda.blockDim.x):
             acc += x[p * hw + e]
         total = block_sum(buf, acc)
@@ -158,7 +161,7 @@ def _gap_tree(x, y, planes, hw):
 @cuda.jit(cache=True)
 def _gap_thread(x, y, planes, hw):
     for p in range(cuda.grid(1), planes, cuda.gridsize(1)):
-        acc = 0.0
+        acc = F0
         for e in range(hw):
             acc += x[p * hw + e]
         y[p] = acc / hw

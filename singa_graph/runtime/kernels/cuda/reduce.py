@@ -21,7 +21,7 @@ import numpy as np
 from numba import cuda, float64, int64
 
 from ...registry import carved_bytes, carve, kernel
-from .launch import MAXD, SIM, TPB, copy_step, flat, max_blocks, noop, padded
+from .launch import MAXD, SIM, TPB, copy_step, flat, launcher, max_blocks, noop, padded
 
 #: reduced extents up to this are summed by one thread (no tree, no barrier)
 TINY = 4 if SIM else 16
@@ -261,11 +261,11 @@ def reduce_step(x, y, axes, mode=SUM, ws=None):
     ks, kt, knd, rs, rt, rnd = p.args()
     fx, fy = flat(x), flat(y)
     if p.split == 1:
-        launch = kern[grid(p.nout, p.w), TPB]
+        launch = launcher(kern, grid(p.nout, p.w), TPB)
         return lambda: launch(fx, fy, fy, ks, kt, knd, rs, rt, rnd, p.nout, p.n, p.w, 1,
                               mode, div)
     part = carve(ws, ((p.nout * p.split,), np.int64 if integer else np.float64))[0]
-    first = kern[grid(p.nout * p.split, p.w), TPB]
+    first = launcher(kern, grid(p.nout * p.split, p.w), TPB)
     second = partials_step(part, fy, p.nout, p.split, mode, div)
 
     def run():
@@ -279,7 +279,7 @@ def partials_step(part, y, nout, split, mode=SUM, div=1.0):
     the sum divided by ``div``) of ``part[o*split:(o+1)*split]`` (float64 or int64)."""
     kern = _reduce_i if np.dtype(part.dtype).kind == "i" else _reduce_f
     w = width(split)
-    launch = kern[grid(nout, w), TPB]
+    launch = launcher(kern, grid(nout, w), TPB)
     ps, pt = padded((nout,)), padded((split,), fill=0)
     qs, qt = padded((split,)), padded((1,), fill=0)
     fy = flat(y)

@@ -19,7 +19,7 @@ import math
 from numba import cuda
 
 from ...registry import kernel
-from .launch import configured, flat
+from .launch import configured, flat, launcher
 
 
 @cuda.jit(cache=True)
@@ -100,7 +100,7 @@ def sgd(op, ins, outs):
 def adam(op, ins, outs):
     p, g, m, v = ins[:4]
     step, lr, b1, b2, eps, wd = ins[4:]
-    count = _increment[1, 1]
+    count = launcher(_increment, 1, 1)
     t = flat(step)
     update = _launch(_adam, p, g, m, v, t, lr, b1, b2, eps, wd)
 
