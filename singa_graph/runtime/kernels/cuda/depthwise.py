@@ -9,7 +9,7 @@ reducing ``dy * x`` over ``N*Ho*Wo`` with a shared-memory tree. One launch each.
 
 ``geo`` is the conv geometry tuple ``(C, H, W, kh, kw, sh, sw, pt, pl, dh, dw, Ho, Wo)``.
 Also home of two device functions other kernels share: :func:`finish` (bias and fused
-ReLU epilogue) and :func:`block_sum` (the block's shared-memory tree).
+ReLU epilogue) and :func:`.reduce.tree_sum` (the shared-memory tree of every reduction).
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import numpy as np
 from numba import cuda, float32, float64
 
 from .launch import TPB, flat, launcher, max_blocks, step
+from .reduce import tree_sum
 
 # typed zeros for the accumulators (a literal 0.0 is a float64 to numba)
 _Z32, _Z64 = np.float32(0.0), np.float64(0.0)
@@ -30,24 +31,6 @@ def finish(v, bias, o, has_bias, relu, zero):
     if relu and not (v > zero or v != v):
         v = zero
     return v
-
-
-@cuda.jit(device=True)
-def block_sum(buf, v):
-    """The sum of every thread's ``v`` over the block (``buf``: a shared array of
-    :data:`TPB`, a power of two), returned to every thread. Every thread must call it."""
-    t = cuda.threadIdx.x
-    buf[t] = v
-    cuda.syncthreads()
-    half = TPB // 2
-    while half > 0:
-        if t < half:
-            buf[t] += buf[t + half]
-        cuda.syncthreads()
-        half //= 2
-    total = buf[0]
-    cuda.syncthreads()  # the caller may reuse buf for its next item
-    return total
 
 
 def per_block(kern, items):
@@ -129,7 +112,7 @@ def _dw_grad_weight_body(dy, x, dwt, n_, og, o_, geo, buf, zero):
             ix = (l % wo) * sw - pl + j * dw
             if iy >= 0 and iy < h and ix >= 0 and ix < w:
                 acc += dy[(n * o_ + o) * l_ + l] * x[((n * c_ + c) * h + iy) * w + ix]
-        total = block_sum(buf, acc)
+        total = tree_sum(buf, acc, cuda.threadIdx.x, TPB)
         if cuda.threadIdx.x == 0:
             dwt[b] = total
 

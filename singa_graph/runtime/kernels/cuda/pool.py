@@ -22,7 +22,8 @@ from __future__ import annotations
 from numba import cuda, float64
 
 from ...registry import kernel
-from .depthwise import block_sum, per_block
+from .depthwise import per_block
+from .reduce import tree_sum
 from .launch import TPB, flat, scalar, step
 # F0, a float64 zero, starts the average's sums: a literal 0.0 also compiles to float64,
 # but on the simulator numpy adds float32 to a Python float in float32
@@ -153,7 +154,7 @@ def _gap_tree(x, y, planes, hw):
         acc = F0
         for e in range(cuda.threadIdx.x, hw, cuda.blockDim.x):
             acc += x[p * hw + e]
-        total = block_sum(buf, acc)
+        total = tree_sum(buf, acc, cuda.threadIdx.x, TPB)
         if cuda.threadIdx.x == 0:
             y[p] = total / hw
 
