@@ -1,5 +1,6 @@
 """singa_graph: a define-then-run deep-learning graph compiler with SINGA-style APIs."""
 from . import errors, ops  # noqa: F401  (ops registers every Operation)
+from .runtime import device as _device, registry as _registry  # noqa: F401  (bind the IR's runtime hooks)
 from . import tensor  # noqa: F401  (adds SINGA's Tensor methods: copy_from, l2, t[i], ...)
 from .errors import (CheckpointError, DTypeError, GraphError, PlanError, ShapeError,  # noqa: F401
                      SingaGraphError, UnsupportedOpError)

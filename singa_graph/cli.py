@@ -243,7 +243,7 @@ def cmd_dump(args) -> int:
     print(f"wrote {out} ({fmt}: {len(plan.nodes)} nodes, arena "
           f"{plan.memory.arena_bytes / (1 << 20):.3f} MiB)")
     if args.map:
-        print(plan.memory_map())
+        print(viz.memory_map(plan))
     return 0
 
 

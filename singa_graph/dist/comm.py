@@ -168,6 +168,10 @@ class Communicator:
         self.failed = f"rank {self.global_rank}/{self.world_size}: {msg}"
         raise DistError(self.failed)
 
+    def channel(self, name: str) -> "Channel":
+        """A new :class:`Channel`: the start/wait request of one bucket's all-reduce."""
+        return Channel(self, name)
+
     def broadcast(self, arrays, root: int = 0, what: str = "broadcast") -> None:
         """Overwrite every array with ``root``'s, in order (all ranks pass the same list)."""
         for a in arrays:

@@ -14,7 +14,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 
 from ..errors import DTypeError, ShapeError, UnsupportedOpError
-from . import node as _node
+from . import bindings, node as _node
 from .tensor import Tensor, TensorSpec
 
 OPS: dict[str, type] = {}
@@ -137,8 +137,6 @@ class Operation:
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *inputs):
-        from ..runtime.registry import run_eager
-
         inputs = [x if isinstance(x, Tensor) else _constant(x, inputs) for x in inputs]
         try:
             specs = list(self.infer(*inputs))
@@ -159,7 +157,7 @@ class Operation:
                 node.outputs.append(t)
             outs.append(t)
         if eager:
-            run_eager(self, inputs, outs)
+            bindings.run_eager(self, inputs, outs)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def __repr__(self):

@@ -13,8 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import ShapeError
-from ..runtime.device import Device, get_default_device
-from . import dtypes
+from . import bindings, dtypes
 from .tensor_methods import CallableInt, SingaTensorMethods
 
 _names = itertools.count()
@@ -55,10 +54,10 @@ class Tensor(SingaTensorMethods):
         name: a readable name; one is generated when None.
     """
 
-    def __init__(self, shape=(), device: Device | None = None, dtype=dtypes.float32, data=None,
+    def __init__(self, shape=(), device: "Device | None" = None, dtype=dtypes.float32, data=None,
                  requires_grad: bool = True, stores_grad: bool = False, creator=None,
                  name: str | None = None):
-        self.device = device or get_default_device()
+        self.device = device or bindings.default_device()
         if data is not None:
             if isinstance(data, Tensor):
                 data = data.data
@@ -88,7 +87,7 @@ class Tensor(SingaTensorMethods):
     def symbolic(cls, shape, dtype, device=None, creator=None, requires_grad=False, name=None):
         """A tensor with a shape and dtype but no data: what ops produce in graph mode."""
         t = cls.__new__(cls)
-        t.device = device or get_default_device()
+        t.device = device or bindings.default_device()
         t.shape = _as_shape(shape)
         t.dtype = dtypes.as_dtype(dtype)
         t._data = None
@@ -210,11 +209,9 @@ class Tensor(SingaTensorMethods):
                       requires_grad=self.requires_grad, stores_grad=self.stores_grad)
 
     def as_type(self, dtype) -> "Tensor":
-        from ..ops import cast
+        return bindings.ops().cast(self, dtype)
 
-        return cast(self, dtype)
-
-    def to_device(self, device: Device) -> None:
+    def to_device(self, device: "Device") -> None:
         """Move the data to ``device`` in place (SINGA's ``to_device``)."""
         if device == self.device:
             return
@@ -224,16 +221,16 @@ class Tensor(SingaTensorMethods):
 
     def to_host(self) -> "Tensor":
         """Move the data to the host CPU in place (SINGA's ``to_host``); returns self."""
-        self.to_device(get_default_device())
+        self.to_device(bindings.default_device())
         return self
 
 
 class Placeholder(Tensor):
     """A symbolic graph input: shape and dtype, no data. Fed when a compiled plan runs."""
 
-    def __init__(self, shape, dtype=dtypes.float32, device: Device | None = None,
+    def __init__(self, shape, dtype=dtypes.float32, device: "Device | None" = None,
                  name: str | None = None, requires_grad: bool = False):
-        self.device = device or get_default_device()
+        self.device = device or bindings.default_device()
         self.shape = _as_shape(shape)
         self.dtype = dtypes.as_dtype(dtype)
         self._data = None

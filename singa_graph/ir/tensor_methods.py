@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import dtypes
+from . import bindings, dtypes
 
 
 class CallableInt(int):
@@ -32,12 +32,11 @@ def _data(x):
 
 def _promote(a, b):
     """SINGA's promotion: an integer tensor meeting a Python float becomes float32."""
-    from ..ops import cast
     from .tensor import Tensor
 
     def fix(t, other):
         if (isinstance(t, Tensor) and t.dtype.kind in "iu" and isinstance(other, float)):
-            return cast(t, dtypes.float32)
+            return bindings.ops().cast(t, dtypes.float32)
         return t
 
     return fix(a, b), fix(b, a)
@@ -45,11 +44,9 @@ def _promote(a, b):
 
 def _binary(opname, reflected=False):
     def method(self, other):
-        from .. import ops
-
         a, b = (other, self) if reflected else (self, other)
         a, b = _promote(a, b)
-        return getattr(ops, opname)(a, b)
+        return getattr(bindings.ops(), opname)(a, b)
 
     method.__name__ = f"__{'r' if reflected else ''}{opname}__"
     method.__doc__ = f"``{opname}`` as a graph/eager op (broadcasting)."
@@ -58,7 +55,6 @@ def _binary(opname, reflected=False):
 
 def _inplace(opname, ufunc):
     def method(self, x):
-        from .. import ops
         from .op import is_building
 
         eager = self.data is not None and not is_building()
@@ -68,7 +64,7 @@ def _inplace(opname, ufunc):
             if host is not self.data:
                 self.device.copy(self.data, host)
             return self
-        return getattr(ops, opname)(self, x)  # symbolic: an out-of-place graph op
+        return getattr(bindings.ops(), opname)(self, x)  # symbolic: an out-of-place graph op
 
     method.__name__ = f"__i{opname}__"
     method.__doc__ = (f"In place ``{opname}`` on the data when the tensor is concrete (as "
@@ -102,12 +98,10 @@ class SingaTensorMethods:
     __pow__ = _binary("pow")
 
     def __matmul__(self, o):
-        from ..ops import matmul
-        return matmul(self, o)
+        return bindings.ops().matmul(self, o)
 
     def __neg__(self):
-        from ..ops import neg
-        return neg(self)
+        return bindings.ops().neg(self)
 
     # ------------------------------------------------------------------ in place (data)
     __iadd__ = _inplace("add", np.add)
@@ -142,28 +136,24 @@ class SingaTensorMethods:
 
     # ------------------------------------------------------------------ shape (ops)
     def reshape(self, *shape):
-        from ..ops import reshape
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
             shape = shape[0]
-        return reshape(self, shape)
+        return bindings.ops().reshape(self, shape)
 
     def transpose(self, *axes):
-        from ..ops import transpose
         if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
             axes = axes[0]
-        return transpose(self, axes or None)
+        return bindings.ops().transpose(self, axes or None)
 
     @property
     def T(self):
         return self.transpose()
 
     def sum(self, axis=None, keepdims=False):
-        from ..ops import sum as _sum
-        return _sum(self, axis, keepdims)
+        return bindings.ops().sum(self, axis, keepdims)
 
     def mean(self, axis=None, keepdims=False):
-        from ..ops import mean
-        return mean(self, axis, keepdims)
+        return bindings.ops().mean(self, axis, keepdims)
 
     # ------------------------------------------------------------------ SINGA data methods
     def _wrap(self, arr):

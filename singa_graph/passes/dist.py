@@ -64,9 +64,7 @@ def _listed(out) -> list[Tensor]:
 def start_allreduce(comm, grads: list[Tensor], name: str, scale: float):
     """Start the all-reduce of a bucket; returns ``finish() -> [scaled sums]``, which adds
     (or runs) the wait. Call ``finish`` after the rest of the backward has been built."""
-    from ..dist.comm import Channel
-
-    channel = Channel(comm, name)
+    channel = comm.channel(name)
     bucket = AllReduceStart(channel)(*grads)
 
     def finish() -> list[Tensor]:

@@ -51,13 +51,6 @@ class MemoryPlan:
     profile: list = field(default_factory=list)
     workspace: dict = field(default_factory=dict)
 
-    def memory_map(self, width: int = 80, legend: bool = True) -> str:
-        """A character map of the arena, one row per step with its live kB; see
-        :func:`singa_graph.viz.memory_map`."""
-        from ..viz import memory_map
-
-        return memory_map(self, width=width, legend=legend)
-
     def report(self) -> dict:
         """The plan's figures as a dict (bytes)."""
         return {

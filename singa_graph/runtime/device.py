@@ -11,6 +11,7 @@ import threading
 import numpy as np
 
 from ..errors import DeviceError
+from ..ir import bindings
 from ..ir.tensor_methods import CallableInt
 from . import gpu  # numba.cuda itself is imported only when a GPU is used
 
@@ -227,6 +228,9 @@ def scratch_bytes(device=None) -> int:
 def get_default_device() -> Device:
     """The device tensors go to when none is named (the CPU)."""
     return _default
+
+
+bindings.bind("default_device", get_default_device)
 
 
 def create_cpu_device() -> CpuDevice:

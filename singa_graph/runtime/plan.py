@@ -270,13 +270,6 @@ class ExecutionPlan:
                                     [ws.get(i, 0) for i in range(len(self.nodes))])
         return self.last_profile
 
-    def memory_map(self, width: int = 80, legend: bool = True) -> str:
-        """A character map of the arena, one row per step with its live kB (as TensorFlow
-        Lite Micro's planner prints it); see :func:`singa_graph.viz.memory_map`."""
-        from ..viz import memory_map
-
-        return memory_map(self, width=width, legend=legend)
-
     def __repr__(self):
         return (f"ExecutionPlan({len(self.steps)} steps, arena {self.memory.arena_bytes} B, "
                 f"schedule {self.memory.schedule!r})")

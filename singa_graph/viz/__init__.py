@@ -5,7 +5,7 @@
     viz.dump(plan, "cnn.dot")                # Graphviz text; .svg/.png need Graphviz's dot
     viz.dump(plan, "cnn.memory.svg")         # the memory timeline alone
     viz.dump(plan, "cnn.snapshot.pickle")    # open with PyTorch's memory_viz
-    print(plan.memory_map())                 # a character map of the arena per step
+    print(viz.memory_map(plan))              # a character map of the arena per step
 
 Every format reads the same :class:`~singa_graph.viz.extract.View`, extracted once from a
 Graph, an ExecutionPlan, a MemoryPlan or a Model (its most recent plan).

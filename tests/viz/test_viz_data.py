@@ -76,7 +76,7 @@ def test_workspace_buffers_are_marked(cnn_plan, monkeypatch):
 
 
 def test_memory_map_rows(cnn_plan):
-    text = cnn_plan.memory_map(width=40)
+    text = viz.memory_map(cnn_plan, width=40)
     rows = [r for r in text.splitlines() if r[:5].strip().isdigit() and "|" in r]
     assert len(rows) == len(cnn_plan.nodes)
     view = extract(cnn_plan)
@@ -91,9 +91,9 @@ def test_memory_map_rows(cnn_plan):
         for b in big:  # a buffer wider than two columns shows at its middle
             mid = int((b.offset + b.size / 2) / (view.arena_bytes / 40))
             assert cells[mid] == CHARS[b.id % len(CHARS)]
-    assert cnn_plan.memory.memory_map(width=40) == text
+    assert viz.memory_map(cnn_plan.memory, width=40) == text
     with pytest.raises(ValueError, match="width"):
-        cnn_plan.memory_map(width=3)
+        viz.memory_map(cnn_plan, width=3)
 
 
 def test_model_and_errors(cnn_plan, tmp_path):
