@@ -70,6 +70,8 @@ def conv_transpose(ctx, node):
 def pool(ctx, node):
     op = node.op
     attrs = dict(kernel_shape=list(op.kernel), strides=list(op.stride), pads=list(op.padding))
+    if getattr(op, "ceil_mode", False):
+        attrs["ceil_mode"] = 1
     if node.type == "AvgPool2d":
         ctx.emit("AveragePool", node.inputs, node.outputs,
                  count_include_pad=int(op.count_include_pad), **attrs)
