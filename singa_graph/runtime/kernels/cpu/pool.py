@@ -7,12 +7,11 @@ same as padding with -inf (max) or with zeros excluded from the count (average).
 (``[-pt, h + pb)``), which is ``kh * kw`` except for a ceil-mode window hanging past the
 trailing padding. Small problems run on one thread (see ``loops.PARALLEL_WORK``).
 
-The common 2x2, stride 2, unpadded case (in floor mode, or ceil mode where it adds no
-partial window) has its own loops (``_POOL2_*``): each output row
-reads two contiguous input rows and vectorises; the backward writes every dx cell once. The
-max backward recomputes the argmax from x, taking the first maximum in row-major window
-order in both paths (as cuDNN and PyTorch do), and can mask its result with a ReLU's output
-(``relu``, set by passes/fuse.py).
+The common 2x2, stride 2, unpadded case (where ceil mode adds no partial window) has its own
+loops (``_POOL2_*``): each output row reads two contiguous input rows and vectorises; the
+backward writes every dx cell once. The max backward recomputes the argmax from x, taking
+the first maximum in row-major window order in both paths (as cuDNN and PyTorch do), and can
+mask its result with a ReLU's output (``relu``, set by passes/fuse.py).
 """
 import numpy as np
 from numba import njit, prange, uintp
