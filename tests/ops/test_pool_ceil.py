@@ -131,6 +131,28 @@ def test_graph_matches_eager(case):
     x = rng.standard_normal((2, 3, h, w)).astype(np.float32)
     graph_matches_eager(lambda t: ops.max_pool2d(t, k, s, p, ceil_mode=True), x)
     graph_matches_eager(lambda t: ops.avg_pool2d(t, k, s, p, True, ceil_mode=True), x)
+    # a ReLU before the max pooling: the plan folds the ReLU's backward into the pooling's
+    graph_matches_eager(lambda t: ops.max_pool2d(ops.relu(t), k, s, p, ceil_mode=True), x)
+
+
+def test_plan_fuses_relu_backward_into_ceil_max_pool():
+    from singa_graph.ir import Graph, Placeholder, building
+    from singa_graph.ir.tensor import Parameter
+    from singa_graph.passes import compile
+    from singa_graph.passes.autodiff import autodiff
+
+    x = rng.standard_normal((2, 3, 7, 9)).astype(np.float32)
+    with building():
+        p = Parameter(data=x.copy())
+        y = ops.max_pool2d(ops.relu(p), 3, 2, ceil_mode=True)
+        g = Graph([y])
+        g.add_outputs(autodiff(g, ops.sum(y))[p])
+    plan = compile(g)
+    fused = [n for n in plan.graph.nodes if n.type == "MaxPool2dGrad"]
+    assert [n.op.relu for n in fused] == [True] and fused[0].op.ceil_mode
+    t = torch.from_numpy(x).requires_grad_()
+    F.max_pool2d(torch.relu(t), 3, 2, ceil_mode=True).sum().backward()
+    np.testing.assert_array_equal(plan.run({})[1], t.grad.numpy())
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
