@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
+from ..errors import UnsupportedOpError
 from .registry import exporter
 
 # ops that export as one ONNX node of the same inputs, outputs and no attributes
@@ -66,10 +67,41 @@ def conv_transpose(ctx, node):
              group=op.groups, output_padding=[o - f for o, f in zip(op.x_shape[2:], full)])
 
 
+def _ceil_pads(op, x_shape, y_shape):
+    """``(ceil_mode, pads)`` for ONNX that pool as ``op`` does and that ONNX's own shape
+    inference agrees with. It (onnx 1.23) lacks the rule, kept by onnxruntime and the op,
+    that drops a ceil-mode window starting in the trailing padding; such a drop leaves floor
+    mode's size. So: floor mode where no axis gains a window (the same windows, all inside
+    the padding, so the same divisors too), else ceil mode, with the trailing padding of an
+    axis that lost its window cut to where its last window ends (again the same windows)."""
+    pads = list(op.padding)
+    if not op.ceil_mode:
+        return 0, pads
+    gains, cut = False, {}
+    for axis, (n, o) in enumerate(zip(x_shape[2:], y_shape[2:])):
+        k, s, p0 = op.kernel[axis], op.stride[axis], pads[axis]
+        span = n + p0 + pads[axis + 2] - k
+        if o != span // s + 1:
+            gains = True
+        elif -(-span // s) + 1 != o:
+            cut[axis + 2] = (o - 1) * s + k - n - p0
+    if not gains:
+        return 0, pads
+    if any(p < 0 for p in cut.values()):  # its last window ends before the input does
+        raise UnsupportedOpError(f"{op.type} with ceil_mode on {tuple(x_shape)}: ONNX's "
+                                 "shape inference counts one window more than onnxruntime")
+    for i, p in cut.items():
+        pads[i] = p
+    return 1, pads
+
+
 @exporter("MaxPool2d", "AvgPool2d")
 def pool(ctx, node):
     op = node.op
-    attrs = dict(kernel_shape=list(op.kernel), strides=list(op.stride), pads=list(op.padding))
+    ceil, pads = _ceil_pads(op, node.inputs[0].shape, node.outputs[0].shape)
+    attrs = dict(kernel_shape=list(op.kernel), strides=list(op.stride), pads=pads)
+    if ceil:
+        attrs["ceil_mode"] = 1
     if node.type == "AvgPool2d":
         ctx.emit("AveragePool", node.inputs, node.outputs,
                  count_include_pad=int(op.count_include_pad), **attrs)

@@ -62,22 +62,20 @@ def _pool(n, is_max):
     if k not in (1, 2):
         n.fail(f"{k}-d pooling")
     kernel = list(n.attr("kernel_shape"))
-    if is_max and any(d != 1 for d in n.attr("dilations", [1] * k)):
-        n.fail("dilated max pooling")
+    if any(d != 1 for d in n.attr("dilations", [1] * k)):
+        n.fail("dilated pooling")
     if n.attr("storage_order", 0):
         n.fail("storage_order=1")
     strides, _, pads = _window(n, x.shape[2:], kernel)
     kernel2 = [1] + kernel if k == 1 else kernel
-    if n.attr("ceil_mode", 0):
-        x2 = _as_2d(x, k)
-        for size, kk, s, p0, p1 in zip(x2.shape[2:], kernel2, strides, pads[:2], pads[2:]):
-            if (size + p0 + p1 - kk) % s:
-                n.fail("ceil_mode=1 where it changes the output size")
+    # ceil_mode keeps a last partial window; the op applies onnxruntime's rule for it
+    ceil = bool(n.attr("ceil_mode", 0))
     x2 = _as_2d(x, k)
     if is_max:
-        y = ops.max_pool2d(x2, kernel2, strides, pads)
+        y = ops.max_pool2d(x2, kernel2, strides, pads, ceil_mode=ceil)
     else:
-        y = ops.avg_pool2d(x2, kernel2, strides, pads, bool(n.attr("count_include_pad", 0)))
+        y = ops.avg_pool2d(x2, kernel2, strides, pads, bool(n.attr("count_include_pad", 0)),
+                           ceil_mode=ceil)
     return ops.reshape(y, y.shape[:2] + (y.shape[3],)) if k == 1 else y
 
 

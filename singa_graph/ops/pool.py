@@ -1,11 +1,17 @@
 """2-d pooling (NCHW): MaxPool2d, AvgPool2d, GlobalAveragePool and their gradient ops.
 
-Output sizes use floor mode (ONNX ``ceil_mode=0``, SINGA). Every padding must be smaller than
-the kernel along its axis, so each window holds at least one real cell: max pooling pads with
--inf (a padded cell never wins) and the exclude-padding average never divides by zero.
+Output sizes use floor mode (ONNX ``ceil_mode=0``, SINGA) unless ``ceil_mode``: then a last,
+partial window is kept where the floor would drop it, as long as it starts inside the input or
+its leading padding (the rule of PyTorch, ONNX and onnxruntime; see :func:`pool_out_size`).
+Every padding must be smaller than the kernel along its axis, so each window holds at least
+one real cell: max pooling pads with -inf (a padded cell never wins) and the exclude-padding
+average never divides by zero.
 
 ``count_include_pad`` defaults to False: ONNX AveragePool's default (``count_include_pad=0``)
 and what SINGA's DNNL/cuDNN pooling does (``*_EXCLUDE_PADDING``); PyTorch's default is True.
+With it, a window's divisor counts the cells it covers inside the explicitly padded input;
+the part of a ceil-mode window hanging past the trailing padding is not counted (PyTorch and
+onnxruntime divide so).
 """
 from __future__ import annotations
 
@@ -13,17 +19,30 @@ from ..errors import ShapeError
 from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
 from ._util import need_float
-from .conv import out_size, pads, pair
+from .conv import pads, pair
 
 __all__ = ["MaxPool2d", "AvgPool2d", "GlobalAveragePool", "MaxPool2dGrad", "AvgPool2dGrad",
            "max_pool2d", "avg_pool2d", "global_average_pool"]
 
 
+def pool_out_size(n, k, s, p0, p1, ceil_mode=False) -> int:
+    """Number of windows of ``k`` cells at stride ``s`` over ``n`` cells padded by ``p0``
+    before and ``p1`` after. Floor mode keeps only windows that fit; ``ceil_mode`` adds a
+    last partial one unless it would start in the trailing padding (PyTorch's and ONNX's
+    rule), so every window starts before ``n + p0`` and holds a real cell."""
+    span = n + p0 + p1 - k
+    if not ceil_mode:
+        return span // s + 1
+    out = -(-span // s) + 1
+    return out - 1 if (out - 1) * s >= n + p0 else out
+
+
 class _Pool(Operation):
-    def __init__(self, kernel, stride=None, padding=0):
+    def __init__(self, kernel, stride=None, padding=0, *, ceil_mode=False):
         self.kernel = pair(kernel, "kernel")
         self.stride = self.kernel if stride is None else pair(stride, "stride")
         self.padding = pads(padding)  # ONNX order (top, left, bottom, right)
+        self.ceil_mode = bool(ceil_mode)
 
     def output_shape(self, shape) -> tuple:
         if len(shape) != 4:
@@ -32,26 +51,32 @@ class _Pool(Operation):
         if max(pt, pb) >= kh or max(pl, pr) >= kw:
             raise ShapeError(f"padding {self.padding} must be smaller than kernel {self.kernel}")
         n, c, h, w = shape
-        ho, wo = out_size(h, kh, sh, 1, pt, pb), out_size(w, kw, sw, 1, pl, pr)
+        ho = pool_out_size(h, kh, sh, pt, pb, self.ceil_mode)
+        wo = pool_out_size(w, kw, sw, pl, pr, self.ceil_mode)
         if ho < 1 or wo < 1:
             raise ShapeError(f"kernel {self.kernel} is larger than input {shape} padded by "
                              f"{self.padding}")
         return (n, c, ho, wo)
 
     def _pool_attrs(self):
+        """Positional arguments of the matching gradient or forward op; ``ceil_mode`` goes by
+        keyword (:meth:`_mode`)."""
         return (self.kernel, self.stride, self.padding)
+
+    def _mode(self):
+        return {"ceil_mode": self.ceil_mode}
 
 
 class MaxPool2d(_Pool):
     """Max over ``kernel`` windows; padded cells count as -inf. ``stride`` defaults to
-    ``kernel`` (SINGA, PyTorch)."""
+    ``kernel`` (SINGA, PyTorch); ``ceil_mode`` keeps a last partial window."""
 
     def infer(self, x):
         need_float(x)
         return [TensorSpec(self.output_shape(x.shape), x.dtype)]
 
     def gradient(self, inputs, outputs, dys, needs):
-        return [MaxPool2dGrad(*self._pool_attrs())(dys[0], inputs[0])]
+        return [MaxPool2dGrad(*self._pool_attrs(), **self._mode())(dys[0], inputs[0])]
 
 
 class MaxPool2dGrad(_Pool):
@@ -64,8 +89,8 @@ class MaxPool2dGrad(_Pool):
     ReLU, and that ReLU's backward folds in: the result is ``dx * (x > 0)``.
     """
 
-    def __init__(self, kernel, stride=None, padding=0, relu=False):
-        super().__init__(kernel, stride, padding)
+    def __init__(self, kernel, stride=None, padding=0, relu=False, *, ceil_mode=False):
+        super().__init__(kernel, stride, padding, ceil_mode=ceil_mode)
         self.relu = bool(relu)
 
     def infer(self, dy, x):
@@ -78,10 +103,12 @@ class MaxPool2dGrad(_Pool):
 
 class AvgPool2d(_Pool):
     """Mean over ``kernel`` windows. With ``count_include_pad`` padded cells count as zeros
-    in a divisor of kh*kw; without (the default), the divisor is the number of real cells."""
+    in a divisor of kh*kw (fewer where a ceil-mode window hangs past the trailing padding);
+    without (the default), the divisor is the number of real cells."""
 
-    def __init__(self, kernel, stride=None, padding=0, count_include_pad=False):
-        super().__init__(kernel, stride, padding)
+    def __init__(self, kernel, stride=None, padding=0, count_include_pad=False, *,
+                 ceil_mode=False):
+        super().__init__(kernel, stride, padding, ceil_mode=ceil_mode)
         self.count_include_pad = bool(count_include_pad)
 
     def infer(self, x):
@@ -90,14 +117,15 @@ class AvgPool2d(_Pool):
 
     def gradient(self, inputs, outputs, dys, needs):
         return [AvgPool2dGrad(*self._pool_attrs(), self.count_include_pad,
-                              x_shape=inputs[0].shape)(dys[0])]
+                              x_shape=inputs[0].shape, **self._mode())(dys[0])]
 
 
 class AvgPool2dGrad(_Pool):
     """``dx`` of AvgPool2d from ``dy`` alone; ``x_shape`` is the forward input's shape."""
 
-    def __init__(self, kernel, stride=None, padding=0, count_include_pad=False, x_shape=()):
-        super().__init__(kernel, stride, padding)
+    def __init__(self, kernel, stride=None, padding=0, count_include_pad=False, x_shape=(), *,
+                 ceil_mode=False):
+        super().__init__(kernel, stride, padding, ceil_mode=ceil_mode)
         self.count_include_pad = bool(count_include_pad)
         self.x_shape = tuple(int(s) for s in x_shape)
 
@@ -110,7 +138,8 @@ class AvgPool2dGrad(_Pool):
 
     def gradient(self, inputs, outputs, dys, needs):
         # linear in dy, and its adjoint is the forward average pooling
-        return [AvgPool2d(*self._pool_attrs(), self.count_include_pad)(dys[0])]
+        return [AvgPool2d(*self._pool_attrs(), self.count_include_pad,
+                          **self._mode())(dys[0])]
 
 
 class GlobalAveragePool(Operation):
@@ -129,15 +158,16 @@ class GlobalAveragePool(Operation):
         return [mul(broadcast_to(dys[0], x.shape), 1.0 / max(x.shape[2] * x.shape[3], 1))]
 
 
-def max_pool2d(x, kernel, stride=None, padding=0):
-    """Max pooling; ``stride`` defaults to ``kernel``; ``padding`` as in :func:`conv2d`."""
-    return MaxPool2d(kernel, stride, padding)(x)
+def max_pool2d(x, kernel, stride=None, padding=0, ceil_mode=False):
+    """Max pooling; ``stride`` defaults to ``kernel``; ``padding`` as in :func:`conv2d`;
+    ``ceil_mode`` keeps a last partial window (PyTorch's ``ceil_mode``)."""
+    return MaxPool2d(kernel, stride, padding, ceil_mode=ceil_mode)(x)
 
 
-def avg_pool2d(x, kernel, stride=None, padding=0, count_include_pad=False):
+def avg_pool2d(x, kernel, stride=None, padding=0, count_include_pad=False, ceil_mode=False):
     """Average pooling; ``stride`` defaults to ``kernel``; padding excluded from the divisor
-    unless ``count_include_pad``."""
-    return AvgPool2d(kernel, stride, padding, count_include_pad)(x)
+    unless ``count_include_pad``; ``ceil_mode`` keeps a last partial window."""
+    return AvgPool2d(kernel, stride, padding, count_include_pad, ceil_mode=ceil_mode)(x)
 
 
 def global_average_pool(x):

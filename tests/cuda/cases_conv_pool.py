@@ -80,36 +80,45 @@ def _ties(n, c, h, w, dtype=np.float32):
     return rng.integers(-2, 3, (n, c, h, w)).astype(dtype)
 
 
-# (name, kernel, stride, padding, H, W)
+# (name, kernel, stride, padding, H, W, ceil_mode)
 WINDOWS = [
-    ("2x2", 2, None, 0, 6, 6),
-    ("2x2 odd size", 2, 2, 0, 7, 5),
-    ("3x3 stride 2 pad 1", 3, 2, 1, 7, 7),
-    ("3x3 stride 1 pad 1 (overlapping)", 3, 1, 1, 5, 6),
-    ("3x2 stride (1, 2) asymmetric pads", (3, 2), (1, 2), (1, 0, 0, 1), 6, 7),
-    ("1x1 stride 2", 1, 2, 0, 5, 5),
+    ("2x2", 2, None, 0, 6, 6, False),
+    ("2x2 odd size", 2, 2, 0, 7, 5, False),
+    ("3x3 stride 2 pad 1", 3, 2, 1, 7, 7, False),
+    ("3x3 stride 1 pad 1 (overlapping)", 3, 1, 1, 5, 6, False),
+    ("3x2 stride (1, 2) asymmetric pads", (3, 2), (1, 2), (1, 0, 0, 1), 6, 7, False),
+    ("1x1 stride 2", 1, 2, 0, 5, 5, False),
+    # ceil mode: partial last windows, clipped to the input (and, for count_include_pad,
+    # to the trailing padding: 6 rows and 8 columns at stride 2 pad 1 hang one past it)
+    ("3x3 stride 2 ceil", 3, 2, 0, 8, 7, True),
+    ("2x2 odd size ceil", 2, 2, 0, 7, 5, True),
+    ("3x3 stride 2 pad 1 ceil", 3, 2, 1, 6, 8, True),
+    ("3x2 stride (3, 2) asymmetric pads ceil", (3, 2), (3, 2), (1, 0, 0, 1), 7, 6, True),
 ]
 
-for _i, (_name, _k, _s, _p, _h, _w) in enumerate(WINDOWS):
+for _i, (_name, _k, _s, _p, _h, _w, _c) in enumerate(WINDOWS):
     _x = rand(2, 3, _h, _w, seed=100 + _i)
     _t = _ties(2, 3, _h, _w)
-    _mx = pool.MaxPool2d(_k, _s, _p)
+    _mx = pool.MaxPool2d(_k, _s, _p, ceil_mode=_c)
     _shape = _mx.output_shape(_x.shape)
     _dy = rand(*_shape, seed=200 + _i)
     CASES += [
         Case(_mx, [_x], name=f"MaxPool2d {_name}"),
         Case(_mx, [_t], name=f"MaxPool2d {_name} ties"),
-        Case(pool.MaxPool2dGrad(_k, _s, _p), [_dy, _x], name=f"MaxPool2dGrad {_name}"),
-        Case(pool.MaxPool2dGrad(_k, _s, _p), [_dy, _t], name=f"MaxPool2dGrad {_name} ties"),
+        Case(pool.MaxPool2dGrad(_k, _s, _p, ceil_mode=_c), [_dy, _x],
+             name=f"MaxPool2dGrad {_name}"),
+        Case(pool.MaxPool2dGrad(_k, _s, _p, ceil_mode=_c), [_dy, _t],
+             name=f"MaxPool2dGrad {_name} ties"),
         # a ReLU's backward folded in (passes/fuse.py): x is the ReLU's output
-        Case(pool.MaxPool2dGrad(_k, _s, _p, relu=True), [_dy, np.maximum(_x, 0)],
+        Case(pool.MaxPool2dGrad(_k, _s, _p, relu=True, ceil_mode=_c), [_dy, np.maximum(_x, 0)],
              name=f"MaxPool2dGrad {_name} relu"),
     ]
     for _inc in (False, True):
         _tag = " count_include_pad" if _inc else ""
         CASES += [
-            Case(pool.AvgPool2d(_k, _s, _p, _inc), [_x], name=f"AvgPool2d {_name}{_tag}"),
-            Case(pool.AvgPool2dGrad(_k, _s, _p, _inc, x_shape=_x.shape), [_dy],
+            Case(pool.AvgPool2d(_k, _s, _p, _inc, ceil_mode=_c), [_x],
+                 name=f"AvgPool2d {_name}{_tag}"),
+            Case(pool.AvgPool2dGrad(_k, _s, _p, _inc, x_shape=_x.shape, ceil_mode=_c), [_dy],
                  name=f"AvgPool2dGrad {_name}{_tag}"),
         ]
 

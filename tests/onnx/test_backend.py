@@ -38,7 +38,6 @@ EXCLUDED = {
     r"BFLOAT16|bfloat16|_bf16|FLOAT8|FLOAT4|INT4|INT2|E8M0":
         "the op library has no bfloat16, float8, float4, int4 or int2 dtype",
     r"^test_equal_string": "the op library has no string dtype",
-    r"^test_(averagepool|maxpool)_2d_ceil": "ceil_mode=1 needs partial last windows in pooling",
     r"^test_(averagepool|maxpool)_2d_dilations|^test_MaxPool[12]d_stride_padding_dilation":
         "dilated pooling is not in the op library",
     r"^test_(averagepool|maxpool)_3d_|^test_(Conv3d|AvgPool3d|MaxPool3d)|^test_convtranspose_3d":

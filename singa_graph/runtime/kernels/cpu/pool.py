@@ -2,14 +2,16 @@
 
 Max and average share one forward and one backward function (an ``is_max`` flag), which
 halves the number of compiled variants. Windows are clipped to the real input, which is the
-same as padding with -inf (max) or with zeros excluded from the count (average). Small
-problems run on one thread (see ``loops.PARALLEL_WORK``).
+same as padding with -inf (max) or with zeros excluded from the count (average). With
+``include_pad`` the divisor counts a window's cells inside the explicitly padded input
+(``[-pt, h + pb)``), which is ``kh * kw`` except for a ceil-mode window hanging past the
+trailing padding. Small problems run on one thread (see ``loops.PARALLEL_WORK``).
 
-The common 2x2, stride 2, unpadded case has its own loops (``_POOL2_*``): each output row
-reads two contiguous input rows and vectorises; the backward writes every dx cell once. The
-max backward recomputes the argmax from x, taking the first maximum in row-major window
-order in both paths (as cuDNN and PyTorch do), and can mask its result with a ReLU's output
-(``relu``, set by passes/fuse.py).
+The common 2x2, stride 2, unpadded case (where ceil mode adds no partial window) has its own
+loops (``_POOL2_*``): each output row reads two contiguous input rows and vectorises; the
+backward writes every dx cell once. The max backward recomputes the argmax from x, taking
+the first maximum in row-major window order in both paths (as cuDNN and PyTorch do), and can
+mask its result with a ReLU's output (``relu``, set by passes/fuse.py).
 """
 import numpy as np
 from numba import njit, prange, uintp
@@ -19,16 +21,16 @@ from .loops import loops, pick
 
 
 @loops
-def _POOL_FWD(x, y, kh, kw, sh, sw, pt, pl, is_max, include_pad):
+def _POOL_FWD(x, y, kh, kw, sh, sw, pt, pl, pb, pr, is_max, include_pad):
     n_, c_, h, w = x.shape
     ho, wo = y.shape[2], y.shape[3]
-    full = kh * kw
     for t in prange(n_ * c_):
         n, c = t // c_, t % c_
         xp, yp = x[n, c], y[n, c]
         for oy in range(ho):
             y0 = oy * sh - pt
             ya, yb = max(y0, 0), min(y0 + kh, h)
+            ny = min(y0 + kh, h + pb) - y0  # rows counted with include_pad
             yr = yp[oy]
             if is_max:
                 for ox in range(wo):
@@ -51,14 +53,14 @@ def _POOL_FWD(x, y, kh, kw, sh, sw, pt, pl, is_max, include_pad):
                         r = xp[iy]
                         for ix in range(xa, xb):
                             s += r[ix]
-                    yr[ox] = s / (full if include_pad else (yb - ya) * (xb - xa))
+                    cnt = ny * (min(x0 + kw, w + pr) - x0) if include_pad else (yb - ya) * (xb - xa)
+                    yr[ox] = s / cnt
 
 
 @loops
-def _POOL_BWD(x, dy, dx, kh, kw, sh, sw, pt, pl, is_max, include_pad, relu):
+def _POOL_BWD(x, dy, dx, kh, kw, sh, sw, pt, pl, pb, pr, is_max, include_pad, relu):
     n_, c_, h, w = dx.shape
     ho, wo = dy.shape[2], dy.shape[3]
-    full = kh * kw
     zero = dx.dtype.type(0)
     for t in prange(n_ * c_):  # one plane per iteration: overlapping windows stay race-free
         n, c = t // c_, t % c_
@@ -67,6 +69,7 @@ def _POOL_BWD(x, dy, dx, kh, kw, sh, sw, pt, pl, is_max, include_pad, relu):
         for oy in range(ho):
             y0 = oy * sh - pt
             ya, yb = max(y0, 0), min(y0 + kh, h)
+            ny = min(y0 + kh, h + pb) - y0
             gr = gp[oy]
             if is_max:  # the first maximum takes it all, as cuDNN and PyTorch do
                 for ox in range(wo):
@@ -86,7 +89,8 @@ def _POOL_BWD(x, dy, dx, kh, kw, sh, sw, pt, pl, is_max, include_pad, relu):
                 for ox in range(wo):
                     x0 = ox * sw - pl
                     xa, xb = max(x0, 0), min(x0 + kw, w)
-                    g = gr[ox] / (full if include_pad else (yb - ya) * (xb - xa))
+                    cnt = ny * (min(x0 + kw, w + pr) - x0) if include_pad else (yb - ya) * (xb - xa)
+                    g = gr[ox] / cnt
                     for iy in range(ya, yb):
                         r = dp[iy]
                         for ix in range(xa, xb):
@@ -197,19 +201,23 @@ def _POOL2_BWD(x, dy, dx, is_max, relu):
 
 def _bind(pair, op, pooled):
     """The loop version worth running for this size, and its arguments after the arrays."""
-    (kh, kw), (sh, sw), (pt, pl, _, _) = op.kernel, op.stride, op.padding
+    (kh, kw), (sh, sw), (pt, pl, pb, pr) = op.kernel, op.stride, op.padding
     is_max = op.type.startswith("Max")
     include_pad = False if is_max else op.count_include_pad
-    return pick(pair, pooled.size * kh * kw), (kh, kw, sh, sw, pt, pl, is_max, include_pad)
+    return (pick(pair, pooled.size * kh * kw),
+            (kh, kw, sh, sw, pt, pl, pb, pr, is_max, include_pad))
 
 
-def _is_2x2(op):
-    return op.kernel == (2, 2) and op.stride == (2, 2) and not any(op.padding)
+def _is_2x2(op, x_shape, pooled):
+    """Whether every window is a whole 2x2 block at stride 2: not so where ceil mode keeps a
+    partial last window (an odd size), which the general loop clips."""
+    return (op.kernel == (2, 2) and op.stride == (2, 2) and not any(op.padding)
+            and 2 * pooled.shape[2] <= x_shape[2] and 2 * pooled.shape[3] <= x_shape[3])
 
 
-def _bind2(pair, op, pooled):
+def _bind2(pair, op, x_shape, pooled):
     """The 2x2 / stride 2 loop for ``op``, or None where its windows are not that shape."""
-    if not _is_2x2(op):
+    if not _is_2x2(op, x_shape, pooled):
         return None
     return pick(pair, pooled.size * 4), op.type.startswith("Max")
 
@@ -218,7 +226,7 @@ def _bind2(pair, op, pooled):
 @kernel("AvgPool2d")
 def pool2d(op, ins, outs):
     (x,), (y,) = ins, outs
-    fast = _bind2(_POOL2_FWD, op, y)
+    fast = _bind2(_POOL2_FWD, op, x.shape, y)
     if fast:
         fwd2, is_max = fast
         return lambda: fwd2(x, y, is_max)
@@ -230,7 +238,7 @@ def pool2d(op, ins, outs):
 def max_pool2d_grad(op, ins, outs):
     (dy, x), (dx,) = ins, outs
     relu = getattr(op, "relu", False)
-    fast = _bind2(_POOL2_BWD, op, dy)
+    fast = _bind2(_POOL2_BWD, op, dx.shape, dy)
     if fast:
         bwd2, is_max = fast
         return lambda: bwd2(x, dy, dx, is_max, relu)
@@ -242,7 +250,7 @@ def max_pool2d_grad(op, ins, outs):
 def avg_pool2d_grad(op, ins, outs):
     (dy,), (dx,) = ins, outs
     # x is not read when averaging; passing dx keeps the argument types of the max variant
-    fast = _bind2(_POOL2_BWD, op, dy)
+    fast = _bind2(_POOL2_BWD, op, dx.shape, dy)
     if fast:
         bwd2, is_max = fast
         return lambda: bwd2(dx, dy, dx, is_max, False)

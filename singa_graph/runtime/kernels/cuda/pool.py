@@ -5,13 +5,16 @@ The forward is a thread per output element (grid-stride). The backward is a gath
 thread per input pixel visits the windows that cover it, so overlapping windows need no
 atomics and every pixel is written once (zero where no window reaches). Both follow the CPU
 loops exactly: windows are clipped to the real input (padding is -inf for max, and left out
-of the divisor for average unless ``count_include_pad``); the max is the *first* maximum in
+of the divisor for average unless ``count_include_pad``, which counts the cells inside the
+explicitly padded input, fewer than ``kh * kw`` only for a ceil-mode window hanging past the
+trailing padding); the max is the *first* maximum in
 row-major window order (``v > m`` from the window's first cell), which the backward
 recomputes from ``x`` to decide which pixel of a window receives its gradient; averages sum
 in float64, as the CPU does, and the max backward adds in the input's dtype in the CPU's
 window order, so its sums are bit for bit the CPU's.
 
-``geo`` is ``(H, W, kh, kw, sh, sw, pt, pl, Ho, Wo)``; one launch per op.
+``geo`` is ``(H, W, kh, kw, sh, sw, pt, pl, pb, pr, Ho, Wo)``; one launch per op. Ceil mode
+needs nothing else: its output shape has the extra windows, and they are clipped as any.
 
 GlobalAveragePool is a reduction per ``(n, c)`` plane: a block per plane with a
 shared-memory tree when the plane holds at least a block of elements, else a thread per
@@ -36,6 +39,14 @@ def _window(o, s, p, k, n):
 
 
 @cuda.jit(device=True)
+def _counted(o, s, p, k, n, p_end):
+    """Cells of output ``o``'s window inside the padded ``[-p, n + p_end)``: the
+    ``count_include_pad`` divisor along one axis."""
+    a = o * s - p
+    return min(a + k, n + p_end) - a
+
+
+@cuda.jit(device=True)
 def _argmax(x, base, w, ya, yb, xa, xb):
     """Row-major offset of the first maximum of the window (as the CPU: start at the first
     cell, move on ``v > m``, so NaN at the start wins and NaN later is skipped)."""
@@ -52,11 +63,12 @@ def _argmax(x, base, w, ya, yb, xa, xb):
 
 @cuda.jit(cache=True)
 def _pool_fwd(x, y, geo, is_max, include_pad):
-    h, w, kh, kw, sh, sw, pt, pl, ho, wo = geo
+    h, w, kh, kw, sh, sw, pt, pl, pb, pr, ho, wo = geo
     for i in range(cuda.grid(1), y.shape[0], cuda.gridsize(1)):
         ox = i % wo
         t = i // wo
-        ya, yb = _window(t % ho, sh, pt, kh, h)
+        oy = t % ho
+        ya, yb = _window(oy, sh, pt, kh, h)
         xa, xb = _window(ox, sw, pl, kw, w)
         base = (t // ho) * h * w
         if is_max:
@@ -66,7 +78,8 @@ def _pool_fwd(x, y, geo, is_max, include_pad):
             for iy in range(ya, yb):
                 for ix in range(xa, xb):
                     s += x[base + iy * w + ix]
-            y[i] = s / (kh * kw if include_pad else (yb - ya) * (xb - xa))
+            y[i] = s / (_counted(oy, sh, pt, kh, h, pb) * _counted(ox, sw, pl, kw, w, pr)
+                        if include_pad else (yb - ya) * (xb - xa))
 
 
 @cuda.jit(device=True)
@@ -80,7 +93,7 @@ def _covering(i, p, s, k, n):
 
 @cuda.jit(cache=True)
 def _pool_bwd(x, dy, dx, geo, is_max, include_pad, zero, relu):
-    h, w, kh, kw, sh, sw, pt, pl, ho, wo = geo
+    h, w, kh, kw, sh, sw, pt, pl, pb, pr, ho, wo = geo
     for i in range(cuda.grid(1), dx.shape[0], cuda.gridsize(1)):
         ix = i % w
         t = i // w
@@ -106,14 +119,15 @@ def _pool_bwd(x, dy, dx, geo, is_max, include_pad, zero, relu):
                 ya, yb = _window(oy, sh, pt, kh, h)
                 for ox in range(ox0, ox1 + 1):
                     xa, xb = _window(ox, sw, pl, kw, w)
-                    s += dy[g + oy * wo + ox] / (kh * kw if include_pad
-                                                 else (yb - ya) * (xb - xa))
+                    s += dy[g + oy * wo + ox] / (
+                        _counted(oy, sh, pt, kh, h, pb) * _counted(ox, sw, pl, kw, w, pr)
+                        if include_pad else (yb - ya) * (xb - xa))
             dx[i] = s
 
 
 def _geo(op, x_shape, y_shape):
-    (kh, kw), (sh, sw), (pt, pl, _, _) = op.kernel, op.stride, op.padding
-    return (int(x_shape[2]), int(x_shape[3]), kh, kw, sh, sw, pt, pl, int(y_shape[2]),
+    (kh, kw), (sh, sw), (pt, pl, pb, pr) = op.kernel, op.stride, op.padding
+    return (int(x_shape[2]), int(x_shape[3]), kh, kw, sh, sw, pt, pl, pb, pr, int(y_shape[2]),
             int(y_shape[3]))
 
 
