@@ -81,6 +81,10 @@ class Model(Layer):
         self.poison = False
         self._last_plan = None
         self.optimizer: Optimizer | None = getattr(self, "optimizer", None)
+        # bumped whenever parameters or buffers may have changed (a training step, set_params,
+        # a loaded checkpoint): eval plans holding constants folded from them (BatchNorms
+        # folded into convolutions) recompute those before their next run
+        self._state_version = 0
 
     # ------------------------------------------------------------------ configuration
     def set_optimizer(self, optimizer: Optimizer) -> None:
@@ -189,11 +193,17 @@ class Model(Layer):
                   for a in args]
             # a step that fails half-way restores every parameter, buffer and optimizer
             # state it wrote
+            self._state_version += 1
             with autograd.training_mode(self.training), transaction():
                 return getattr(self, method)(*ts)
         arrays = [_as_array(a) for a in args]
         plan, kind, optimizers = self._entry(method, args, arrays)
         self._sync_distributed()
+        if plan.folds and getattr(plan, "folded_version", None) != self._state_version:
+            plan.refresh_folded()
+        plan.folded_version = self._state_version
+        if plan._mutates_state:
+            self._state_version += 1
         outs = plan.run(arrays)
         for o in optimizers:
             o.step()
@@ -394,4 +404,9 @@ class Model(Layer):
         :class:`CheckpointError` naming ``fpath``, and changes nothing.
         """
         with self.lock:
+            self._state_version += 1
             return _checkpoint.load(self, fpath)
+
+    def _assign(self, targets, values, strict, what):
+        self._state_version += 1  # set_params / set_states
+        return super()._assign(targets, values, strict, what)
