@@ -38,8 +38,7 @@ RESHAPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")
 def is_inference_graph(graph) -> bool:
     """True when ``graph`` only computes a forward: no node writes state (updates, running
     statistics) and none is a gradient op."""
-    return not any(n.op.mutates or n.type.endswith("Grad") or "Grad" in n.type
-                   for n in graph.nodes)
+    return not any(n.op.mutates or "Grad" in n.type for n in graph.nodes)
 
 
 def optimize_for_inference(graph) -> dict:
