@@ -220,8 +220,9 @@ def conv2d(op, ins, outs, ws):
     base = _conv2d(op, ins[:-1] if has_res else ins, outs, ws, False)
     alpha, beta = (scalar(y.dtype, v) for v in getattr(op, "act_args", (0.0, 0.0)))
     res = flat(ins[-1]) if has_res else flat(y)
-    return sequence([base, step(epilogue_kernel, y.size, flat(y), res, has_res, code,
-                                alpha, beta)])
+    one, six = scalar(y.dtype, 1), scalar(y.dtype, 6)
+    return sequence([base, step(epilogue_kernel, y.size, flat(y), res, has_res, code, one,
+                                six, alpha, beta)])
 
 
 def _conv2d(op, ins, outs, ws, relu):
