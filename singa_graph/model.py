@@ -81,9 +81,8 @@ class Model(Layer):
         self.poison = False
         self._last_plan = None
         self.optimizer: Optimizer | None = getattr(self, "optimizer", None)
-        # bumped whenever parameters or buffers may have changed (a training step, set_params,
-        # a loaded checkpoint): eval plans holding constants folded from them (BatchNorms
-        # folded into convolutions) recompute those before their next run
+        # moves whenever parameters may change (training, set_params, load_states): eval plans
+        # recompute what they folded from them (BatchNorms into convolutions) when it moved
         self._state_version = 0
 
     # ------------------------------------------------------------------ configuration
@@ -199,11 +198,8 @@ class Model(Layer):
         arrays = [_as_array(a) for a in args]
         plan, kind, optimizers = self._entry(method, args, arrays)
         self._sync_distributed()
-        if plan.folds and getattr(plan, "folded_version", None) != self._state_version:
-            plan.refresh_folded()
-        plan.folded_version = self._state_version
-        if plan._mutates_state:
-            self._state_version += 1
+        plan.refresh_folded(self._state_version)
+        self._state_version += plan._mutates_state
         outs = plan.run(arrays)
         for o in optimizers:
             o.step()
@@ -407,6 +403,6 @@ class Model(Layer):
             self._state_version += 1
             return _checkpoint.load(self, fpath)
 
-    def _assign(self, targets, values, strict, what):
-        self._state_version += 1  # set_params / set_states
-        return super()._assign(targets, values, strict, what)
+    def _assign(self, *args):  # set_params, set_states
+        self._state_version += 1
+        return super()._assign(*args)

@@ -51,6 +51,7 @@ class ExecutionPlan:
         # owns them, and refresh_folded() recomputes them after the parameters change
         self.folds = list(getattr(graph, "folds", ()))
         self._owned_bytes += sum(f.nbytes for f in self.folds)
+        self._folded_version = None  # see refresh_folded
         self._arrays = self._bind_arrays()
         self._feed_arrays = [self._arrays[id(t)] for t in self.inputs]
         self._by_name = {t.name: i for i, t in enumerate(self.inputs)}
@@ -235,11 +236,16 @@ class ExecutionPlan:
 
         return [poisoned(step, dead) for step, dead in zip(self.steps, self._dead)]
 
-    def refresh_folded(self) -> None:
+    def refresh_folded(self, version=None) -> None:
         """Recompute the constants folded from parameters when the plan was compiled (the
-        BatchNorms folded into convolutions), from the parameters' current values. Model
-        calls it before running an eval plan whose parameters changed since; call it
-        after changing parameters by hand before running a plan directly."""
+        BatchNorms folded into convolutions), from the parameters' current values. Call it
+        after changing parameters by hand before running a plan directly. With ``version``
+        (a count its caller moves whenever parameters may change, as Model does before
+        each run) it recomputes only when that differs from the previous call's."""
+        if version is not None and version == self._folded_version or not self.folds:
+            self._folded_version = version
+            return
+        self._folded_version = version
         with self._lock, self.device.activate():
             for f in self.folds:
                 f.refresh()
