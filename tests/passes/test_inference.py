@@ -214,3 +214,29 @@ def test_profile_and_pictures_name_fused_nodes():
     assert "Conv2d+BatchNorm+Add+ReLU" in [t for t, _, _ in prof.by_type]
     view = extract(m.plan_for(x))
     assert "Conv2d+BatchNorm+Add+ReLU" in [n.op for n in view.nodes]
+
+
+def test_bench_resnet_eval_plan_loses_batchnorms_adds_and_relus(monkeypatch):
+    """The ResNet of bench/step_time.py in eval mode (batch 4 here): every BatchNorm folds,
+    every residual Add and ReLU joins a convolution; outputs within the folding bound."""
+    x = np.random.default_rng(6).standard_normal((4, 3, 32, 32)).astype(np.float32)
+
+    def plan_and_output():
+        sg_random.seed(0)
+        m = zoo.ResNet(widths=(16, 32, 64))
+        m.compile([x], is_train=False)
+        _spread_bn_stats(m, np.random.default_rng(7))
+        return m.plan_for(x), m(x).data.copy()
+
+    plan, y = plan_and_output()
+    with monkeypatch.context() as mp:
+        mp.setattr(comp, "optimize_for_inference", lambda g: {})
+        plan0, y0 = plan_and_output()
+    types0 = [n.type for n in plan0.nodes]
+    assert len(plan.folds) == types0.count("BatchNorm2d") == 9
+    # removed: 9 BatchNorms, 3 Adds and the 3 ReLUs after them (the unoptimised plan fused
+    # the other ReLUs into their BatchNorms already): 28 -> 13 nodes
+    removed = sum(types0.count(t) for t in ("BatchNorm2d", "Add", "ReLU"))
+    assert len(plan0.nodes) - len(plan.nodes) == removed == 15
+    assert not {"BatchNorm2d", "Add", "ReLU"} & {n.type for n in plan.nodes}
+    _fold_bound(y, y0)
