@@ -81,8 +81,8 @@ class Model(Layer):
         self.poison = False
         self._last_plan = None
         self.optimizer: Optimizer | None = getattr(self, "optimizer", None)
-        # moves whenever parameters may change (training, set_params, load_states): eval plans
-        # recompute what they folded from them (BatchNorms into convolutions) when it moved
+        # moves with every training step (plans write parameters in place, unseen by
+        # Tensor.writes): eval plans then recompute what they folded from them
         self._state_version = 0
 
     # ------------------------------------------------------------------ configuration
@@ -400,9 +400,4 @@ class Model(Layer):
         :class:`CheckpointError` naming ``fpath``, and changes nothing.
         """
         with self.lock:
-            self._state_version += 1
             return _checkpoint.load(self, fpath)
-
-    def _assign(self, *args):  # set_params, set_states
-        self._state_version += 1
-        return super()._assign(*args)

@@ -150,7 +150,13 @@ class Fold:
     def nbytes(self) -> int:
         return self.weight.nbytes + self.bias.nbytes
 
+    def stale(self) -> bool:
+        """True when a source was assigned or written through the Tensor API since the
+        last computation (see ``Tensor.writes``)."""
+        return self._seen != [t.writes for t in self.sources if t is not None]
+
     def _compute(self):
+        self._seen = [t.writes for t in self.sources if t is not None]
         w, b, gamma, beta, mean, var = (None if t is None else
                                         np.asarray(t.host_data(), np.float64)
                                         for t in self.sources)
@@ -165,6 +171,7 @@ class Fold:
         w, b = self._compute()
         self.weight.copy_from_numpy(w)
         self.bias.copy_from_numpy(b)
+        self._seen = [t.writes for t in self.sources if t is not None]
 
 
 def fold_batchnorm(graph) -> int:

@@ -239,10 +239,13 @@ class ExecutionPlan:
     def refresh_folded(self, version=None) -> None:
         """Recompute the constants folded from parameters when the plan was compiled (the
         BatchNorms folded into convolutions), from the parameters' current values. Call it
-        after changing parameters by hand before running a plan directly. With ``version``
-        (a count its caller moves whenever parameters may change, as Model does before
-        each run) it recomputes only when that differs from the previous call's."""
-        if version is not None and version == self._folded_version or not self.folds:
+        after changing parameters in place by hand (``p.data[...] = ...``) before running a
+        plan directly. With ``version`` (a count its caller moves whenever parameters may
+        change without the Tensor API seeing it, as Model does for training steps before
+        each run) it recomputes only when that count moved or a parameter was assigned or
+        copied into through the Tensor API (``Tensor.writes``)."""
+        if not self.folds or (version is not None and version == self._folded_version
+                              and not any(f.stale() for f in self.folds)):
             self._folded_version = version
             return
         self._folded_version = version
