@@ -81,6 +81,9 @@ class Model(Layer):
         self.poison = False
         self._last_plan = None
         self.optimizer: Optimizer | None = getattr(self, "optimizer", None)
+        # moves with every training step (plans write parameters in place, unseen by
+        # Tensor.writes): eval plans then recompute what they folded from them
+        self._state_version = 0
 
     # ------------------------------------------------------------------ configuration
     def set_optimizer(self, optimizer: Optimizer) -> None:
@@ -189,11 +192,14 @@ class Model(Layer):
                   for a in args]
             # a step that fails half-way restores every parameter, buffer and optimizer
             # state it wrote
+            self._state_version += 1
             with autograd.training_mode(self.training), transaction():
                 return getattr(self, method)(*ts)
         arrays = [_as_array(a) for a in args]
         plan, kind, optimizers = self._entry(method, args, arrays)
         self._sync_distributed()
+        plan.refresh_folded(self._state_version)
+        self._state_version += plan._mutates_state
         outs = plan.run(arrays)
         for o in optimizers:
             o.step()

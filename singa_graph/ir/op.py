@@ -105,6 +105,12 @@ class Operation:
 
     name: str | None = None
 
+    @property
+    def label(self) -> str:
+        """How profiles and pictures name the op: its type, or for a node that fusion
+        passes merged, what it computes (``Conv2d+Add+ReLU``)."""
+        return self.type
+
     # ------------------------------------------------------------------ to override
     def infer(self, *inputs: Tensor) -> Sequence[TensorSpec]:
         """Output shapes and dtypes from the inputs' shapes and dtypes alone.

@@ -54,6 +54,11 @@ class Tensor(SingaTensorMethods):
         name: a readable name; one is generated when None.
     """
 
+    #: counts assignments of ``data`` and in-place writes through this API (copy_from_numpy,
+    #: set_value), so that constants derived from a tensor can tell they are stale; writes
+    #: by compiled plans (optimizer updates) are not counted here: Model tracks those
+    writes = 0
+
     def __init__(self, shape=(), device: "Device | None" = None, dtype=dtypes.float32, data=None,
                  requires_grad: bool = True, stores_grad: bool = False, creator=None,
                  name: str | None = None):
@@ -110,6 +115,7 @@ class Tensor(SingaTensorMethods):
                 not self.device.is_array(value):
             value = self.device.put(value)
         self._data = value
+        self.writes += 1
 
     def host_data(self) -> np.ndarray:
         """The values readable on the host: the data itself on the CPU (no copy), a copy of
@@ -171,6 +177,7 @@ class Tensor(SingaTensorMethods):
             raise ShapeError(f"copy_from_numpy: tensor {self.name!r} has shape {self.shape}, "
                              f"array has shape {arr.shape}")
         self.device.copy(self.data, arr.reshape(self.shape).astype(self.dtype, copy=False))
+        self.writes += 1
 
     def copy_data(self, other: "Tensor") -> None:
         self.copy_from_numpy(other.host_data())
@@ -180,6 +187,7 @@ class Tensor(SingaTensorMethods):
         if self.data is None:
             self.data = self.device.empty(self.shape, self.dtype)
         self.device.fill(self.data, v)
+        self.writes += 1
         return self
 
     def gaussian(self, mean: float, std: float) -> "Tensor":

@@ -42,6 +42,9 @@ def with_axis(ctx, node):
 @exporter("Conv2d")
 def conv(ctx, node):
     op = node.op
+    if op.residual or op.act not in ("", "relu"):
+        raise UnsupportedOpError(f"{node.name}: a fused {op.label} is not exported; export "
+                                 "the model's graph rather than an inference plan's")
     w = node.inputs[1]
     y = node.outputs[0]
     out = ctx.fresh(y) if op.relu else ctx.name(y)

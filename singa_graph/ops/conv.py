@@ -80,27 +80,81 @@ class Conv2d(_ConvBase):
     """``y = conv2d(x, W) + b`` (cross-correlation, as in every DL framework and ONNX Conv).
 
     Inputs: x ``(N, C, H, W)``, W ``(O, C/groups, kh, kw)``, optional b ``(O,)``.
-    ``relu=True`` (set by the fusion pass, passes/fuse.py) applies ``max(y, 0)`` in the
-    kernel's epilogue.
+
+    The fusion passes (passes/fuse.py, passes/inference.py) may give it an epilogue, applied
+    by the kernel to each finished output block: ``residual=True`` adds one more input, a
+    tensor shaped like ``y`` (a residual Add), and ``act`` applies ``'relu'``, ``'relu6'``,
+    ``'hardswish'`` (HardSigmoid constants ``act_args``) or ``'silu'`` after it. ``relu=True``
+    is ``act='relu'``. ``folded`` names what was folded into the weights (``'BatchNorm'``).
     """
 
-    def __init__(self, stride=1, padding=0, dilation=1, groups=1, relu=False):
-        super().__init__(stride, padding, dilation, groups)
-        self.relu = bool(relu)
+    ACTS = {"": "", "relu": "ReLU", "relu6": "ReLU6", "hardswish": "HardSwish",
+            "silu": "SiLU"}
 
-    def infer(self, x, w, b=None):
+    def __init__(self, stride=1, padding=0, dilation=1, groups=1, relu=False, act="",
+                 residual=False, act_args=(1.0 / 6.0, 0.5)):
+        super().__init__(stride, padding, dilation, groups)
+        self.act = "relu" if relu else str(act)
+        if self.act not in self.ACTS:
+            raise UnsupportedOpError(f"Conv2d epilogue activation {act!r} is not one of "
+                                     f"{sorted(self.ACTS)}")
+        self.residual = bool(residual)
+        self.act_args = tuple(float(a) for a in act_args)
+        self.folded = ""
+
+    @property
+    def relu(self) -> bool:
+        return self.act == "relu"
+
+    @relu.setter
+    def relu(self, on: bool) -> None:
+        self.act = "relu" if on else ""
+
+    @property
+    def fused(self) -> bool:
+        """True when the node computes more than a convolution plus bias."""
+        return bool(self.act or self.residual or self.folded)
+
+    @property
+    def label(self) -> str:
+        """The op as profiles and pictures show it, e.g. ``Conv2d+Add+ReLU``."""
+        parts = ["Conv2d"] + ([self.folded] if self.folded else []) + \
+            (["Add"] if self.residual else []) + ([self.ACTS[self.act]] if self.act else [])
+        return "+".join(parts)
+
+    def attributes(self) -> dict:
+        a = super().attributes()
+        if not self.fused:  # plain convolutions keep the attributes they always had
+            for k in ("act", "residual", "act_args", "folded"):
+                a.pop(k, None)
+            a["relu"] = False
+        return a
+
+    def infer(self, x, w, *rest):
+        if self.residual:
+            if not rest:
+                raise ShapeError("a Conv2d with residual=True takes the residual as its "
+                                 "last input")
+            *rest, r = rest
+        if len(rest) > 1:
+            raise ShapeError(f"Conv2d takes x, W and an optional bias, got {2 + len(rest)} "
+                             "inputs")
+        b = rest[0] if rest else None
         need_float(x, w)
         dt = same_dtype(x, w) if b is None else same_dtype(x, w, b)
         y = self.output_shape(x.shape, w.shape)
         if b is not None and b.shape != (w.shape[0],):
             raise ShapeError(f"bias {b.shape} does not match weight {w.shape}")
+        if self.residual and (r.shape != y or r.dtype != dt):
+            raise ShapeError(f"residual {r.shape} {r.dtype} does not match the output {y} "
+                             f"{dt}")
         return [TensorSpec(y, dt)]
 
     def gradient(self, inputs, outputs, dys, needs):
         from .reduce import sum as _sum
 
-        if self.relu:
-            raise UnsupportedOpError("a Conv2d fused with ReLU has no gradient rule: fusion "
+        if self.fused:
+            raise UnsupportedOpError(f"a fused {self.label} has no gradient rule: fusion "
                                      "runs after autodiff")
         x, w = inputs[:2]
         dy = dys[0]

@@ -6,6 +6,7 @@ import gc
 import threading
 
 from .fuse import fuse as _fuse
+from .inference import is_inference_graph, optimize_for_inference
 from .liveness import StorageGroups
 from .memory import plan_memory
 from .schedule import schedule as _schedule
@@ -56,7 +57,8 @@ def _promote_all() -> None:
 
 
 def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: bool = False,
-            inplace: bool = True, validate: bool = True, fuse: bool = True):
+            inplace: bool = True, validate: bool = True, fuse: bool = True,
+            inference: bool | None = None):
     """Schedule ``graph``, plan its memory and bind kernels.
 
     Args:
@@ -69,6 +71,10 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
         inplace: let elementwise ops overwrite inputs that die at them.
         fuse: fold ReLUs into the convolution / batch norm before them and ReLU backwards
             into the batch norm backward after them (see :mod:`.fuse`); rewrites ``graph``.
+        inference: run the inference passes (:mod:`.inference`: drop no-ops, fold eval
+            BatchNorms into convolutions, fuse convolution epilogues) before ``fuse``.
+            None (the default) runs them when the graph computes no gradient and writes no
+            state; training plans keep their BatchNorms. Needs ``fuse``.
 
     Plans run under the process-wide thread policy of :mod:`singa_graph.runtime.threads`.
     """
@@ -78,6 +84,8 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
         if validate:
             graph.validate()
         if fuse:
+            if inference or (inference is None and is_inference_graph(graph)):
+                optimize_for_inference(graph)
             _fuse(graph)
         base = StorageGroups(graph)  # aliases and persistence: shared by schedule and plan
         order = _schedule(graph, schedule, base=base)

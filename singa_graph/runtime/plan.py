@@ -47,6 +47,11 @@ class ExecutionPlan:
         # would move parameters on no data
         self._mutates_state = any(n.op.mutates for n in graph.nodes)
         self.created_state_bytes = 0  # optimizer state created while tracing (set by Model)
+        # constants folded from parameters at compile time (passes/inference.py): the plan
+        # owns them, and refresh_folded() recomputes them after the parameters change
+        self.folds = list(getattr(graph, "folds", ()))
+        self._owned_bytes += sum(f.nbytes for f in self.folds)
+        self._folded_version = None  # see refresh_folded
         self._arrays = self._bind_arrays()
         self._feed_arrays = [self._arrays[id(t)] for t in self.inputs]
         self._by_name = {t.name: i for i, t in enumerate(self.inputs)}
@@ -231,6 +236,23 @@ class ExecutionPlan:
 
         return [poisoned(step, dead) for step, dead in zip(self.steps, self._dead)]
 
+    def refresh_folded(self, version=None) -> None:
+        """Recompute the constants folded from parameters when the plan was compiled (the
+        BatchNorms folded into convolutions), from the parameters' current values. Call it
+        after changing parameters in place by hand (``p.data[...] = ...``) before running a
+        plan directly. With ``version`` (a count its caller moves whenever parameters may
+        change without the Tensor API seeing it, as Model does for training steps before
+        each run) it recomputes only when that count moved or a parameter was assigned or
+        copied into through the Tensor API (``Tensor.writes``)."""
+        if not self.folds or (version is not None and version == self._folded_version
+                              and not any(f.stale() for f in self.folds)):
+            self._folded_version = version
+            return
+        self._folded_version = version
+        with self._lock, self.device.activate():
+            for f in self.folds:
+                f.refresh()
+
     # ------------------------------------------------------------------ reports
     def memory_report(self) -> dict:
         """What the plan holds, in bytes: the arena (every transient buffer and all kernel
@@ -241,6 +263,7 @@ class ExecutionPlan:
         every byte that exists because this plan was built."""
         r = self.memory.report()
         r["owned_persistent_bytes"] = self._owned_bytes + self.created_state_bytes
+        r["folded_bytes"] = sum(f.nbytes for f in self.folds)  # included in the line above
         r["plan_bytes"] = self.arena.nbytes + r["owned_persistent_bytes"]
         r["device"] = str(self.device)
         r["host_staging_bytes"] = self.staging_bytes  # page-locked host buffers (GPU plans)
@@ -292,7 +315,7 @@ class Profile:
 
     def __init__(self, nodes, seconds, workspace=None):
         workspace = workspace or [0] * len(nodes)
-        self.rows = sorted((ProfileRow(n.name, n.type, float(s), int(w), flops(n))
+        self.rows = sorted((ProfileRow(n.name, n.op.label, float(s), int(w), flops(n))
                             for n, s, w in zip(nodes, seconds, workspace)),
                            key=lambda r: -r.seconds)
         by_type: dict[str, list] = defaultdict(lambda: [0, 0.0])

@@ -73,6 +73,27 @@ def conv_cases(name, n, c, o, groups, k, stride, padding, dilation, h, w, bias, 
 CASES = [c for i, g in enumerate(GEOMETRIES) for c in conv_cases(*g, seed=10 * i)]
 
 
+# Fused epilogues (passes/inference.py): residual add, then ReLU6 / HardSwish / SiLU / ReLU,
+# on the GEMM, pointwise and depthwise paths. (name, N, C, O, groups, k, pad, act, residual)
+FUSED = [("3x3 bias residual relu", 1, 2, 3, 1, 3, 1, "relu", True),
+         ("3x3 bias relu6", 2, 2, 3, 1, 3, 1, "relu6", False),
+         ("1x1 bias residual hardswish", 2, 3, 2, 1, 1, 0, "hardswish", True),
+         ("depthwise bias residual silu", 2, 2, 2, 2, 3, 1, "silu", True)]
+
+
+def fused_case(name, n, c, o, groups, k, pad, act, residual, seed=0):
+    x = rand(n, c, 5, 5, seed=seed, low=-4, high=4)
+    wt = rand(o, c // groups, k, k, seed=seed + 1)
+    op = conv.Conv2d(1, pad, 1, groups, act=act, residual=residual)
+    ins = [x, wt, rand(o, seed=seed + 2)]
+    if residual:
+        ins.append(rand(*op.output_shape(x.shape, wt.shape), seed=seed + 3, low=-3, high=3))
+    return Case(op, ins, 1e-5, 1e-5, name=f"Conv2d fused {name}")
+
+
+CASES += [fused_case(*f, seed=500 + 10 * i) for i, f in enumerate(FUSED)]
+
+
 # ---------------------------------------------------------------------- pooling
 def _ties(n, c, h, w, dtype=np.float32):
     """Few distinct values: windows with several equal maxima (the tie rule matters)."""

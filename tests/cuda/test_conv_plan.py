@@ -40,3 +40,33 @@ def test_conv_pool_plan_matches_cpu(gpu):
     assert any(getattr(n.op, "relu", False) for n in g_gpu.nodes)  # the fused epilogue ran
     for got, want in zip(plan.run(feeds), cpu):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _inference_graph(device):
+    """Conv + eval BatchNorm (folded) + residual Add + ReLU6 (fused), and a 1x1 conv + SiLU:
+    the inference passes on a plan for the device."""
+    from singa_graph.ir.tensor import Tensor
+
+    def const(a):
+        return Tensor(data=np.asarray(a, np.float32), device=device, requires_grad=False)
+
+    x = Placeholder((2, 3, 5, 5), device=device)
+    r = Placeholder((2, 4, 5, 5), device=device)
+    y = conv.conv2d(x, const(rand(4, 3, 3, 3, seed=5)), None, padding=1)
+    y = ops.batchnorm_2d(y, const(rand(4, seed=6, low=0.5, high=2)), const(rand(4, seed=7)),
+                         const(rand(4, seed=8)), const(rand(4, seed=9, low=0.5, high=2)),
+                         training=False)
+    y = ops.minimum(ops.maximum(ops.add(y, r), const(0)), const(6))
+    z = conv.conv2d(y, const(rand(4, 4, 1, 1, seed=10)), const(rand(4, seed=11)))
+    return Graph([ops.mul(z, ops.sigmoid(z))], inputs=[x, r])
+
+
+def test_inference_plan_matches_cpu(gpu):
+    feeds = [rand(2, 3, 5, 5, low=-3, high=3), rand(2, 4, 5, 5, seed=1, low=-3, high=3)]
+    cpu = compile(_inference_graph(None)).run(feeds)
+    plan = compile(_inference_graph(gpu))
+    labels = [n.op.label for n in plan.nodes]
+    assert labels == ["Conv2d+BatchNorm+Add+ReLU6", "Conv2d+SiLU"], labels
+    assert plan.memory_report()["folded_bytes"] == 4 * (4 * 3 * 9 + 4)
+    for got, want in zip(plan.run(feeds), cpu):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -241,7 +241,10 @@ def test_random_dags_schedule_plan_and_run(recipe, seed):
         for poison, inplace in ((False, True), (True, True), (False, False)):
             if not inplace and policy != "memory":
                 continue
-            plan = compile(graph, schedule=policy, poison=poison, inplace=inplace)
+            # inference=False: the inference passes would drop the DAG's no-op nodes
+            # (Identity, same-shape Reshape), and the orders compared here would differ
+            plan = compile(graph, schedule=policy, poison=poison, inplace=inplace,
+                           inference=False)
             verify(plan)
             mp = plan.memory
             assert [n.id for n in mp.order] == [n.id for n in order]

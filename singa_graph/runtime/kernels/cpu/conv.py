@@ -19,6 +19,7 @@ import numpy as np
 from ....runtime import threads
 from ...registry import carve, carved_bytes, kernel
 from . import blas, conv_loops as loops
+from .epilogue import act_code
 
 
 def _view(a, shape):
@@ -78,12 +79,14 @@ def conv2d(op, ins, outs, ws):
     w3 = _view(w, (gm.g, gm.og, gm.k))
     y3 = _view(y, (gm.n, gm.o, gm.l))
     x3 = _view(x, (gm.n, gm.c, gm.h * gm.w))
-    has_bias = len(ins) == 3
+    has_res = bool(getattr(op, "residual", False))
+    has_bias = len(ins) - has_res == 3
     bias = ins[2] if has_bias else w3.reshape(-1)[:0]
-    relu = getattr(op, "relu", False)
+    res3 = _view(ins[-1], (gm.n, gm.o, gm.l)) if has_res else y3
+    alpha, beta = (y.dtype.type(v) for v in getattr(op, "act_args", (0.0, 0.0)))
     (cols,) = _carve(ws, y, gm.cols_spec())
-    args = (x, x3, w3, y3, cols, bias, gm.geo, gm.ho, gm.wo, has_bias, relu, gm.pointwise,
-            gm.parts, blas.HANDLE)
+    args = (x, x3, w3, y3, cols, bias, gm.geo, gm.ho, gm.wo, has_bias, res3, has_res,
+            act_code(op), alpha, beta, gm.pointwise, gm.parts, blas.HANDLE)
     return lambda: loops.forward(*args)
 
 

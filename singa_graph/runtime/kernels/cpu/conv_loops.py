@@ -16,6 +16,7 @@ materialised.
 from numba import njit, prange, uintp
 
 from .blas import gemm
+from .epilogue import conv_epilogue
 
 
 @njit(cache=True, nogil=True)
@@ -129,30 +130,15 @@ def col2im(cols, dx, n, geo, ho, wo):
                         dx[un, uc, uy, uintp(ox * sw + off)] += cols[r, d + uintp(ox)]
 
 
-@njit(cache=True, nogil=True)
-def _epilogue(y, bias, has_bias, relu):
-    """Bias, then the fused ReLU as ``np.maximum(y, 0)`` computes it (NaN kept), on one
-    sample's ``(O, L)`` output while it is still cached."""
-    zero = y.dtype.type(0)
-    for o in range(y.shape[0]):
-        r = y[o]
-        if has_bias:
-            bo = bias[o]
-            for i in range(r.shape[0]):
-                r[i] = r[i] + bo
-        if relu:
-            for i in range(r.shape[0]):
-                f = r[i]
-                r[i] = f if (f >= zero or f != f) else zero
-
-
 @njit(cache=True, nogil=True, parallel=True)
-def forward(x, x3, w3, y3, cols, bias, geo, ho, wo, has_bias, relu, pointwise, parts, bl):
-    """``y = conv(x, w) (+ bias) (then ReLU)``: per sample, im2col then one GEMM per group.
+def forward(x, x3, w3, y3, cols, bias, geo, ho, wo, has_bias, res3, has_res, act, alpha,
+            beta, pointwise, parts, bl):
+    """``y = act(conv(x, w) (+ bias) (+ res))``: per sample, im2col then one GEMM per group,
+    then the fused epilogue (:func:`.epilogue.conv_epilogue`) on the sample's output.
 
-    ``w3`` is ``(G, Og, K)``, ``y3`` the output as ``(N, O, L)``, ``cols`` ``(parts, C*kh*kw,
-    L)``; a pointwise conv (1x1, stride 1, unpadded) multiplies ``x3``, ``x`` as ``(N, C,
-    H*W)``, itself."""
+    ``w3`` is ``(G, Og, K)``, ``y3`` the output as ``(N, O, L)``, ``res3`` the residual
+    likewise, ``cols`` ``(parts, C*kh*kw, L)``; a pointwise conv (1x1, stride 1, unpadded)
+    multiplies ``x3``, ``x`` as ``(N, C, H*W)``, itself."""
     n_, g_, og, k = x.shape[0], w3.shape[0], w3.shape[1], w3.shape[2]
     for t in prange(parts):
         col = cols[t]
@@ -164,7 +150,8 @@ def forward(x, x3, w3, y3, cols, bias, geo, ho, wo, has_bias, relu, pointwise, p
                 src = col
             for g in range(g_):
                 gemm(w3[g], src[g * k:(g + 1) * k], y3[n, g * og:(g + 1) * og], 0.0, bl)
-            _epilogue(y3[n], bias, has_bias, relu)
+            conv_epilogue(y3[n], bias, has_bias, res3[n] if has_res else y3[n], has_res, act,
+                          alpha, beta)
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -36,10 +36,12 @@ import numpy as np
 from numba import cuda
 
 from ...registry import carve, carved_bytes, kernel
+from ..cpu.epilogue import NONE, RELU, act_code
 from . import depthwise
 from .blas import batched_step, gemm_step
 from .depthwise import finish
 from .elementwise import ADD, binary_step
+from .epilogue import epilogue_kernel
 from .launch import configured, flat, noop, scalar, sequence, step
 
 #: scratch per chunk of samples (columns and their companions): the workspace bound
@@ -207,11 +209,27 @@ def _conv_ws(op, ins, outs):
 
 @kernel("Conv2d", "cuda", workspace=_conv_ws)
 def conv2d(op, ins, outs, ws):
+    """The convolution, bias and a ReLU in its own launches; a residual and the other
+    epilogue activations (passes/inference.py) in one more launch over ``y``
+    (:mod:`.epilogue`)."""
+    has_res = bool(getattr(op, "residual", False))
+    code = act_code(op)
+    if not has_res and code in (NONE, RELU):
+        return _conv2d(op, ins, outs, ws, code == RELU)
+    y = outs[0]
+    base = _conv2d(op, ins[:-1] if has_res else ins, outs, ws, False)
+    alpha, beta = (scalar(y.dtype, v) for v in getattr(op, "act_args", (0.0, 0.0)))
+    res = flat(ins[-1]) if has_res else flat(y)
+    one, six = scalar(y.dtype, 1), scalar(y.dtype, 6)
+    return sequence([base, step(epilogue_kernel, y.size, flat(y), res, has_res, code, one,
+                                six, alpha, beta)])
+
+
+def _conv2d(op, ins, outs, ws, relu):
     x, w = ins[0], ins[1]
     bias = ins[2] if len(ins) == 3 else None
     (y,) = outs
     gm = _Geom(op, tuple(x.shape), tuple(w.shape), tuple(y.shape), y.dtype)
-    relu = bool(getattr(op, "relu", False))
     has_bias = bias is not None
     zero = scalar(y.dtype, 0)
     if gm.depthwise:

@@ -1,0 +1,65 @@
+"""The fused epilogue of a convolution: bias, residual add and activation on a finished
+output block, while it is still in cache.
+
+Any convolution path (im2col + GEMM, pointwise GEMM, direct depthwise, Winograd) calls
+:func:`conv_epilogue` on the ``(O, L)`` output block of one sample (or any 2-d block whose
+rows are output channels) once the block is complete. The inference passes
+(passes/inference.py) set the op attributes it reads: ``act`` and ``residual`` on Conv2d.
+
+Bit-for-bit agreement with the unfused graph: every step is the same scalar operation, in
+the same order and the same dtype, as the op it replaces, and each step's result is stored
+into the output (rounded to its dtype) before the next reads it, exactly as the separate
+ops' buffers would hold it. The activations come from :mod:`singa_graph.ops.formulas`.
+"""
+from numba import njit
+
+from ....ops import formulas as f
+
+#: activation codes of the epilogue (``Conv2d.act`` names -> code)
+NONE, RELU, RELU6, HARDSWISH, SILU = range(5)
+ACT_CODES = {"": NONE, "relu": RELU, "relu6": RELU6, "hardswish": HARDSWISH, "silu": SILU}
+
+_relu = njit(cache=True, nogil=True)(f.relu)
+_relu6 = njit(cache=True, nogil=True)(f.relu6)
+_hardsigmoid = njit(cache=True, nogil=True)(f.hardsigmoid)
+_sigmoid = njit(cache=True, nogil=True)(f.sigmoid)
+
+
+def act_code(op) -> int:
+    """The epilogue code of a Conv2d's ``act`` attribute."""
+    return ACT_CODES[getattr(op, "act", "") or ""]
+
+
+@njit(cache=True, nogil=True)
+def conv_epilogue(y, bias, has_bias, res, has_res, act, alpha, beta):
+    """``y[o, i] = act(y[o, i] + bias[o] + res[o, i])`` in place on a ``(O, L)`` block.
+
+    ``bias`` is ``(O,)`` (read when ``has_bias``), ``res`` a block like ``y`` (read when
+    ``has_res``), ``act`` one of the codes above, ``alpha``/``beta`` the HardSigmoid
+    constants of HARDSWISH, in ``y``'s dtype."""
+    for o in range(y.shape[0]):
+        r = y[o]
+        if has_bias:
+            bo = bias[o]
+            for i in range(r.shape[0]):
+                r[i] = r[i] + bo
+        if has_res:
+            s = res[o]
+            for i in range(r.shape[0]):
+                r[i] = r[i] + s[i]
+        if act == RELU:
+            for i in range(r.shape[0]):
+                r[i] = _relu(r[i])
+        elif act == RELU6:
+            for i in range(r.shape[0]):
+                r[i] = _relu6(r[i])
+        elif act == HARDSWISH:
+            for i in range(r.shape[0]):
+                v = r[i]
+                r[i] = _hardsigmoid(v, alpha, beta)  # rounded as the HardSigmoid op's output
+                r[i] = v * r[i]
+        elif act == SILU:
+            for i in range(r.shape[0]):
+                v = r[i]
+                r[i] = _sigmoid(v)  # rounded as the Sigmoid op's output
+                r[i] = v * r[i]

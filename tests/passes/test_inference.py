@@ -1,0 +1,242 @@
+"""Inference-graph passes (passes/inference.py): dropped no-ops and fused convolution
+epilogues give the unoptimised graph's values bit for bit; BatchNorms folded into
+convolutions stay within the documented bound (``|y - ref| <= 1e-4 * max|ref| + 1e-5``) and
+are recomputed when the parameters change."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from singa_graph import ops, opt, zoo
+from singa_graph import random as sg_random
+from singa_graph.ir import Graph, Placeholder
+from singa_graph.ir.tensor import Tensor
+from singa_graph.passes import compile, verify
+
+comp = sys.modules["singa_graph.passes.compile"]  # the module, not the function
+
+
+def _const(a):
+    return Tensor(data=np.asarray(a, np.float32), requires_grad=False)
+
+
+def _fold_bound(y, ref):
+    """The documented bound of BatchNorm folding (float32)."""
+    np.testing.assert_allclose(y, ref, rtol=0, atol=1e-4 * np.abs(ref).max() + 1e-5)
+
+
+def _pair(build, x):
+    """Plans of two identical graphs: optimised and not; returns (plan, plan0, y, y0)."""
+    p1 = compile(build())
+    p0 = compile(build(), fuse=False)
+    verify(p1)
+    return p1, p0, p1.run([x])[0], p0.run([x])[0]
+
+
+def _act(y, act):
+    if act == "relu":
+        return ops.relu(y)
+    if act == "relu6":  # ONNX Clip(0, 6) as the importer builds it
+        return ops.minimum(ops.maximum(y, _const(0)), _const(6))
+    if act == "hardswish":  # ONNX HardSwish as the importer builds it
+        return ops.mul(y, ops.hardsigmoid(y, 1 / 6, 0.5))
+    if act == "silu":  # SiLU as ONNX exports it: Sigmoid then Mul
+        return ops.mul(ops.sigmoid(y), y)
+    return y
+
+
+def _conv_chain(act, residual, bias, seed=0):
+    def build():
+        rng = np.random.default_rng(seed)
+        x = Placeholder((2, 4, 7, 7), name="x")
+        w = _const(rng.standard_normal((6, 4, 3, 3)) * 0.4)
+        b = _const(rng.standard_normal(6)) if bias else None
+        y = ops.conv2d(x, w, b, 1, 1)
+        if residual:  # a 1x1 shortcut computed after the main convolution
+            y = ops.add(y, ops.conv2d(x, _const(rng.standard_normal((6, 4, 1, 1))), None))
+        return Graph([ops.mul(_act(y, act), _const(1.5))], inputs=[x])
+    return build
+
+
+@pytest.mark.parametrize("act", ["", "relu", "relu6", "hardswish", "silu"])
+@pytest.mark.parametrize("residual", [False, True])
+def test_fused_conv_epilogue_is_bit_for_bit(act, residual):
+    if not act and not residual:
+        pytest.skip("nothing to fuse")
+    x = np.random.default_rng(1).standard_normal((2, 4, 7, 7)).astype(np.float32) * 4
+    x[0, 0, :2] = 0.0  # exact zeros (and -0.0 after a zero conv row) reach the epilogue
+    p1, p0, y, y0 = _pair(_conv_chain(act, residual, bias=True), x)
+    np.testing.assert_array_equal(y, y0)
+    label = "+".join(["Conv2d"] + (["Add"] if residual else []) +
+                     ([{"relu": "ReLU", "relu6": "ReLU6", "hardswish": "HardSwish",
+                        "silu": "SiLU"}[act]] if act else []))
+    assert label in [n.op.label for n in p1.nodes]
+    removed = {"": 0, "relu": 1, "relu6": 2, "hardswish": 2, "silu": 2}[act] + residual
+    assert len(p0.nodes) - len(p1.nodes) == removed
+
+
+def test_epilogue_keeps_nan_and_signed_zero():
+    def build():
+        x = Placeholder((1, 2, 3, 3), name="x")
+        w = _const(np.eye(2).reshape(2, 2, 1, 1))  # y = x: the epilogue sees the input
+        return Graph([_act(ops.conv2d(x, w, None), "relu6")], inputs=[x])
+    x = np.array([np.nan, -0.0, 0.0, -1, 3, 7, np.inf, -np.inf, 6] * 2,
+                 np.float32).reshape(1, 2, 3, 3)
+    _, _, y, y0 = _pair(build, x)
+    np.testing.assert_array_equal(y.view(np.uint32), y0.view(np.uint32))
+
+
+def test_shared_intermediate_is_not_fused():
+    def build():
+        x = Placeholder((1, 2, 4, 4), name="x")
+        y = ops.conv2d(x, _const(np.ones((3, 2, 1, 1))), None)
+        return Graph([ops.relu(y), ops.add(y, _const(1.0))], inputs=[x])
+    p1 = compile(build())
+    assert [n.op.label for n in p1.nodes if n.type == "Conv2d"] == ["Conv2d"]
+
+
+def test_noops_are_dropped_bit_for_bit():
+    def build():
+        x = Placeholder((2, 3, 4), name="x")
+        y = ops.identity(ops.mul(x, _const(2.0)))
+        y = ops.reshape(y, (2, 3, 4))
+        y = ops.cast(y, np.float32)
+        y = ops.transpose(y, (0, 1, 2))
+        y = ops.identity(ops.add(y, _const(1.0)))
+        return Graph([ops.transpose(y, (1, 0, 2)), ops.identity(y)], inputs=[x])
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    p1 = compile(build())
+    p0 = compile(build(), fuse=False)
+    assert [n.type for n in p1.nodes].count("Identity") == 1  # the one that is an output
+    assert len(p0.nodes) - len(p1.nodes) == 5
+    for a, b in zip(p1.run([x]), p0.run([x])):
+        np.testing.assert_array_equal(a, b)
+
+
+def _conv_bn(bias):
+    def build():
+        rng = np.random.default_rng(3)
+        x = Placeholder((2, 5, 8, 8), name="x")
+        w = _const(rng.standard_normal((7, 5, 3, 3)) * 0.3)
+        b = _const(rng.standard_normal(7)) if bias else None
+        y = ops.conv2d(x, w, b, 1, 1)
+        bn = [_const(rng.uniform(0.5, 2, 7)), _const(rng.standard_normal(7)),
+              _const(rng.standard_normal(7)), _const(rng.uniform(0.2, 3, 7))]
+        y = ops.batchnorm_2d(y, *bn, momentum=0.9, eps=1e-5, training=False)
+        return Graph([ops.relu(y)], inputs=[x])
+    return build
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_batchnorm_folds_into_conv_within_bound(bias):
+    x = np.random.default_rng(4).standard_normal((2, 5, 8, 8)).astype(np.float32)
+    g = _conv_bn(bias)()
+    params = {id(t): t.data.copy() for t in g.leaves() if t.data is not None}
+    p1 = compile(g)
+    p0 = compile(_conv_bn(bias)(), fuse=False)
+    assert [n.op.label for n in p1.nodes] == ["Conv2d+BatchNorm+ReLU"]
+    assert "BatchNorm2d" in [n.type for n in p0.nodes]
+    _fold_bound(p1.run([x])[0], p0.run([x])[0])
+    for t in g.leaves():  # the model's parameters are left as they were
+        if id(t) in params:
+            np.testing.assert_array_equal(t.data, params[id(t)])
+    r = p1.memory_report()
+    assert r["folded_bytes"] == 4 * (7 * 5 * 9 + 7)
+    assert r["owned_persistent_bytes"] >= r["folded_bytes"]
+
+
+def test_training_graph_keeps_batchnorm():
+    sg_random.seed(0)
+    m = zoo.ResNet(widths=(4, 8))
+    m.set_optimizer(opt.SGD(lr=0.1))
+    x = np.zeros((2, 3, 8, 8), np.float32)
+    m.compile([x], is_train=True)
+    plan = m.plan_for(x, np.zeros(2, np.int32))
+    assert "BatchNorm2d" in [n.type for n in plan.nodes] and not plan.folds
+
+
+def _spread_bn_stats(m, rng):
+    m.set_states({k: rng.uniform(0.3, 2.0, v.shape).astype(np.float32) if k.endswith("var")
+                  else rng.standard_normal(v.shape).astype(np.float32) * 0.3
+                  for k, v in m.get_states().items()
+                  if k.endswith("running_mean") or k.endswith("running_var")})
+
+
+def _eager_eval(m, x):
+    m.graph(False)
+    try:
+        return m(x).data.copy()
+    finally:
+        m.graph(True)
+
+
+def test_resnet_eval_folds_and_refolds_after_training():
+    sg_random.seed(0)
+    rng = np.random.default_rng(5)
+    m = zoo.ResNet(widths=(8, 16))
+    m.set_optimizer(opt.SGD(lr=0.1, momentum=0.9))
+    x = rng.standard_normal((2, 3, 16, 16)).astype(np.float32)
+    labels = rng.integers(0, 10, 2).astype(np.int32)
+    m.compile([x], is_train=False)
+    _spread_bn_stats(m, rng)
+    states = {k: v.data.copy() for k, v in m.get_states().items()}
+    plan = m.plan_for(x)
+    labels_of = [n.op.label for n in plan.nodes]
+    assert "BatchNorm2d" not in [n.type for n in plan.nodes] and len(plan.folds) == 6
+    assert "Conv2d+BatchNorm+Add+ReLU" in labels_of and "Conv2d+BatchNorm+ReLU" in labels_of
+    y0 = m(x).data.copy()
+    _fold_bound(y0, _eager_eval(m, x))
+    for k, v in m.get_states().items():  # folding left every parameter and buffer alone
+        np.testing.assert_array_equal(v.data, states[k])
+    m.train()
+    for _ in range(2):
+        m(x, labels)
+    m.eval()
+    y1 = m(x).data.copy()  # the cached eval plan, its folded weights recomputed
+    assert m.plan_for(x) is plan
+    _fold_bound(y1, _eager_eval(m, x))
+    assert np.abs(y1 - y0).max() > 1e-3
+    m.set_states({k: v for k, v in states.items()})  # back to the first parameters
+    _fold_bound(m(x).data, y0)
+
+
+def test_profile_and_pictures_name_fused_nodes():
+    from singa_graph.viz.extract import extract
+
+    sg_random.seed(0)
+    m = zoo.ResNet(widths=(4, 8))
+    x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    m.compile([x], is_train=False)
+    prof = m.profile(x, repeat=1)
+    assert "Conv2d+BatchNorm+Add+ReLU" in prof.table(top=100)
+    assert "Conv2d+BatchNorm+Add+ReLU" in [t for t, _, _ in prof.by_type]
+    view = extract(m.plan_for(x))
+    assert "Conv2d+BatchNorm+Add+ReLU" in [n.op for n in view.nodes]
+
+
+def test_bench_resnet_eval_plan_loses_batchnorms_adds_and_relus(monkeypatch):
+    """The ResNet of bench/step_time.py in eval mode (batch 4 here): every BatchNorm folds,
+    every residual Add and ReLU joins a convolution; outputs within the folding bound."""
+    x = np.random.default_rng(6).standard_normal((4, 3, 32, 32)).astype(np.float32)
+
+    def plan_and_output():
+        sg_random.seed(0)
+        m = zoo.ResNet(widths=(16, 32, 64))
+        m.compile([x], is_train=False)
+        _spread_bn_stats(m, np.random.default_rng(7))
+        return m.plan_for(x), m(x).data.copy()
+
+    plan, y = plan_and_output()
+    with monkeypatch.context() as mp:
+        mp.setattr(comp, "optimize_for_inference", lambda g: {})
+        plan0, y0 = plan_and_output()
+    types0 = [n.type for n in plan0.nodes]
+    assert len(plan.folds) == types0.count("BatchNorm2d") == 9
+    # removed: 9 BatchNorms, 3 Adds and the 3 ReLUs after them (the unoptimised plan fused
+    # the other ReLUs into their BatchNorms already): 28 -> 13 nodes
+    removed = sum(types0.count(t) for t in ("BatchNorm2d", "Add", "ReLU"))
+    assert len(plan0.nodes) - len(plan.nodes) == removed == 15
+    assert not {"BatchNorm2d", "Add", "ReLU"} & {n.type for n in plan.nodes}
+    _fold_bound(y, y0)
