@@ -39,7 +39,7 @@ from ...registry import carve, carved_bytes, kernel
 from . import depthwise
 from .blas import batched_step, gemm_step
 from .depthwise import finish
-from .elementwise import ADD, binary_step
+from .elementwise import add_step
 from .launch import configured, flat, noop, scalar, sequence, step
 
 #: scratch per chunk of samples (columns and their companions): the workspace bound
@@ -354,6 +354,6 @@ def conv2d_grad_weight(op, ins, outs, ws):
         steps.append(batched_step(d.reshape(gm.g, gm.og, ml), cv.reshape(gm.g, gm.k, ml),
                                   out.reshape(gm.g, gm.og, gm.k), trans_b=True))
         if i:
-            steps.append(binary_step(ADD, False, flat(dw), flat(tmp), flat(dw)))
+            steps.append(add_step(flat(dw), flat(tmp), flat(dw)))
     return sequence(steps)
 
