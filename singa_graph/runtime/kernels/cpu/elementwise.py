@@ -21,7 +21,8 @@ def formula_kernel(op, ins, outs):
     if any(a.dtype == np.float16 for a in (*ins, y)):
         raise UnsupportedOpError(f"no cpu kernel for {getattr(op, 'label', op.type)} in "
                                  "float16 (Numba computes in float32 and float64 only)")
-    if len(ins) == 1 and formulas.arity(formulas.formula_of(op) or "add") == 2:
+    name = formulas.formula_of(op)
+    if len(ins) == 1 and name and formulas.arity(name) == 2:
         (x,) = ins  # Max or Min of one tensor
         return lambda: np.copyto(y, x)
     program, values = formulas.program_of(op, len(ins))

@@ -23,7 +23,8 @@ def add_step(a, b, y):
 def formula_kernel(op, ins, outs):
     """The step of an op with a formula, or of a fused chain of them."""
     (y,) = outs
-    if len(ins) == 1 and formulas.arity(formulas.formula_of(op) or "add") == 2:
+    name = formulas.formula_of(op)
+    if len(ins) == 1 and name and formulas.arity(name) == 2:
         return _broadcast_step(ins[0], y)  # Max or Min of one tensor
     program, values = formulas.program_of(op, len(ins))
     return cuda_step(program, values, ins, y)
