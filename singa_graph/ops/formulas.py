@@ -333,6 +333,16 @@ FORMULAS = {name: fn for name, fn in globals().items()
             if callable(fn) and not name.startswith("_") and fn.__module__ == __name__
             and name not in ("constants", "formula_of", "arity", "attributes", "program_of")}
 
+#: Formulas that are exactly one function of numpy's SIMD library, as the numpy ufunc named
+#: here. The CPU runs these ops with that ufunc: numba (without Intel's SVML) calls the
+#: scalar libm function per element, 40-100x slower for float32 tanh or exp. The ufunc's
+#: results may differ from libm's in the last bit, so chains do not fuse these ops: a fused
+#: chain stays bit for bit equal to the unfused one. (CUDA generates them as any formula.)
+LIBRARY = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tan": "tan",
+           "asin": "arcsin", "acos": "arccos", "atan": "arctan", "sinh": "sinh",
+           "cosh": "cosh", "tanh": "tanh", "asinh": "arcsinh", "acosh": "arccosh",
+           "atanh": "arctanh"}
+
 #: formulas that call other formulas: their source needs those too
 CALLS = {"floor": ("rint",), "ceil": ("rint",), "round_half_away": ("floor", "rint"),
          "relu6": ("minimum", "maximum"), "silu": ("sigmoid",),

@@ -205,8 +205,12 @@ def cpu_step(program, values, ins, out):
     for kind, a in zip(kinds, arrays):
         views.append(a if kind == "s" else as_strided(a, shape, next(it), writeable=False))
     y = as_strided(out, shape, next(it))
-    mod = load(_cpu_source(program, "".join(kinds), len(shape)), "cpu")
-    fn = mod.parallel if out.size >= PARALLEL_WORK else mod.serial
+    source = _cpu_source(program, "".join(kinds), len(shape))
+    mod = load(source, "cpu")
+    # threads only where the math is heavy: a memory-bound loop gains little from a second
+    # core and loses much when the machine is busy (waking the pool, waiting for a core)
+    heavy = "math." in source and out.size >= PARALLEL_WORK
+    fn = mod.parallel if heavy else mod.serial
     p, k = params(values, dt), F.constants(dt)
     return lambda: fn(*views, y, p, k)
 

@@ -3,8 +3,8 @@
 (:mod:`..generate`), fused chains included; plus the copies and sums of broadcasting.
 
 A generated loop walks numpy broadcasting itself (operands of any strides, dimensions that
-all operands walk contiguously merged first), runs in parallel from
-:data:`.loops.PARALLEL_WORK` elements, and computes float32 data in float32.
+all operands walk contiguously merged first) and computes float32 data in float32. Formulas
+that are one function of numpy's SIMD library run as that ufunc (``formulas.LIBRARY``).
 """
 import numpy as np
 
@@ -25,6 +25,10 @@ def formula_kernel(op, ins, outs):
     if len(ins) == 1 and name and formulas.arity(name) == 2:
         (x,) = ins  # Max or Min of one tensor
         return lambda: np.copyto(y, x)
+    if name in formulas.LIBRARY:  # numpy's vectorised function (see formulas.LIBRARY)
+        ufunc = getattr(np, formulas.LIBRARY[name])
+        (x,) = ins
+        return lambda: ufunc(x, out=y)
     program, values = formulas.program_of(op, len(ins))
     return cpu_step(program, values, ins, y)
 
