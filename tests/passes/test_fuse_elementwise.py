@@ -84,9 +84,15 @@ def test_intermediate_read_twice_or_fetched_is_not_fused():
     assert fuse_elementwise(g) == 0
     x = sg.Placeholder((4, 3), name="x")
     s = ops.sigmoid(x)
-    g = Graph([ops.add(ops.mul(x, s), ops.exp(s))], inputs=[x])  # s has two readers
-    assert fuse_elementwise(g) == 2  # a tree: Mul and Exp both feed Add; Sigmoid stays
-    assert sorted(n.label for n in g.nodes) == ["Mul+Exp+Add", "Sigmoid"]
+    g = Graph([ops.add(ops.mul(x, s), ops.sqrt(s))], inputs=[x])  # s has two readers
+    assert fuse_elementwise(g) == 2  # a tree: Mul and Sqrt both feed Add; Sigmoid stays
+    assert sorted(n.label for n in g.nodes) == ["Mul+Sqrt+Add", "Sigmoid"]
+
+
+def test_ops_run_by_a_numpy_ufunc_on_cpu_do_not_fuse():
+    x = sg.Placeholder((4, 3), name="x")
+    g = Graph([ops.mul(ops.exp(x), x)], inputs=[x])
+    assert fuse_elementwise(g) == 0
 
 
 def test_profile_shows_the_fused_name():
