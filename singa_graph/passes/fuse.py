@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 from collections import defaultdict
 
+from ..ir.tensor import TensorSpec
 from ..ops import formulas
 from ..ops.fused import FusedElementwise
 
@@ -175,8 +176,7 @@ def fuse_elementwise(graph) -> int:
         if id(t) in outputs or len(readers) != 1:
             continue
         (c,) = readers.values()
-        out = c.outputs[0] if c.outputs else None
-        if _fusible(c) and out.shape == t.shape and out.dtype == t.dtype:
+        if _fusible(c) and c.outputs[0].shape == t.shape and c.outputs[0].dtype == t.dtype:
             into[n.id] = c.id
     if not into:
         return 0
@@ -221,11 +221,5 @@ def _fused_node(root, members):
     inplace = next(({0: i} for i, t in enumerate(inputs)
                     if t.shape == out.shape and t.dtype == out.dtype), {})
     label = "+".join(m.type for m in members)
-    op = FusedElementwise(steps, values, label, _spec(out), inplace)
+    op = FusedElementwise(steps, values, label, TensorSpec(out.shape, out.dtype), inplace)
     return _adopt(root, op, inputs, root.outputs)
-
-
-def _spec(t):
-    from ..ir.tensor import TensorSpec
-
-    return TensorSpec(t.shape, t.dtype)
