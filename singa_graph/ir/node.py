@@ -55,6 +55,12 @@ class Node:
     def type(self) -> str:
         return self.op.type
 
+    @property
+    def label(self) -> str:
+        """The op's readable name: its type, or the types a fused node computes
+        ("Sigmoid+Mul")."""
+        return self.op.label
+
     def backward(self, *dys):
         """SINGA's ``Operator.backward``: the gradients of this op's inputs given those of
         its outputs, computed now through the op's own gradient rule (eager tensors only).

@@ -4,6 +4,7 @@ from .activation import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .dist import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
+from .fused import FusedElementwise  # noqa: F401
 from .elementwise import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .layout import *  # noqa: F401,F403

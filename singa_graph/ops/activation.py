@@ -38,6 +38,8 @@ class _Grad(Operation):
 class ReLU(_Unary):
     """``max(x, 0)``."""
 
+    formula = "relu"
+
     def gradient(self, inputs, outputs, dys, needs):
         return [ReLUGrad()(dys[0], outputs[0])]
 
@@ -45,9 +47,13 @@ class ReLU(_Unary):
 class ReLUGrad(_Grad):
     """``dy * (y > 0)`` from the ReLU output ``y``."""
 
+    formula = "relu_grad"
+
 
 class LeakyReLU(_Unary):
     """``x`` where ``x > 0``, ``alpha * x`` elsewhere."""
+
+    formula = "leaky_relu"
 
     def __init__(self, alpha=0.01):
         self.alpha = float(alpha)
@@ -61,12 +67,16 @@ class LeakyReLU(_Unary):
 class LeakyReLUGrad(_Grad):
     """``dy`` where ``ref > 0``, ``alpha * dy`` elsewhere (``ref`` is y or x, same sign)."""
 
+    formula = "leaky_relu_grad"
+
     def __init__(self, alpha=0.01):
         self.alpha = float(alpha)
 
 
 class Sigmoid(_Unary):
     """``1 / (1 + exp(-x))``, computed without overflow for large ``|x|``."""
+
+    formula = "sigmoid"
 
     def gradient(self, inputs, outputs, dys, needs):
         return [SigmoidGrad()(dys[0], outputs[0])]
@@ -75,9 +85,13 @@ class Sigmoid(_Unary):
 class SigmoidGrad(_Grad):
     """``dy * y * (1 - y)`` from the sigmoid output ``y``."""
 
+    formula = "sigmoid_grad"
+
 
 class Tanh(_Unary):
     """Hyperbolic tangent."""
+
+    formula = "tanh"
 
     def gradient(self, inputs, outputs, dys, needs):
         return [TanhGrad()(dys[0], outputs[0])]
@@ -85,6 +99,8 @@ class Tanh(_Unary):
 
 class TanhGrad(_Grad):
     """``dy * (1 - y^2)`` from the tanh output ``y``."""
+
+    formula = "tanh_grad"
 
 
 class _AxisOp(Operation):

@@ -28,18 +28,24 @@ def _reduce(g, shape):
 
 
 class Add(_Binary):
+
+    formula = "add"
     def gradient(self, inputs, outputs, dys, needs):
         a, b = inputs
         return [_reduce(dys[0], a.shape), _reduce(dys[0], b.shape)]
 
 
 class Sub(_Binary):
+
+    formula = "sub"
     def gradient(self, inputs, outputs, dys, needs):
         a, b = inputs
         return [_reduce(dys[0], a.shape), _reduce(neg(dys[0]), b.shape) if needs[1] else None]
 
 
 class Mul(_Binary):
+
+    formula = "mul"
     def gradient(self, inputs, outputs, dys, needs):
         a, b = inputs
         dy = dys[0]
@@ -48,6 +54,8 @@ class Mul(_Binary):
 
 
 class Div(_Binary):
+
+    formula = "div"
     def gradient(self, inputs, outputs, dys, needs):
         a, b = inputs
         dy, y = dys[0], outputs[0]
@@ -58,6 +66,8 @@ class Div(_Binary):
 
 class Pow(_Binary):
     """``a ** b`` elementwise; the gradient w.r.t. ``b`` needs ``a > 0``."""
+
+    formula = "power"
 
     inplace = {}
 
@@ -78,6 +88,8 @@ class _Unary(Operation):
 
 
 class Neg(_Unary):
+
+    formula = "neg"
     def infer(self, x):
         return [TensorSpec(x.shape, x.dtype)]
 
@@ -86,21 +98,29 @@ class Neg(_Unary):
 
 
 class Exp(_Unary):
+
+    formula = "exp"
     def gradient(self, inputs, outputs, dys, needs):
         return [mul(dys[0], outputs[0])]
 
 
 class Log(_Unary):
+
+    formula = "log"
     def gradient(self, inputs, outputs, dys, needs):
         return [div(dys[0], inputs[0])]
 
 
 class Sqrt(_Unary):
+
+    formula = "sqrt"
     def gradient(self, inputs, outputs, dys, needs):
         return [div(dys[0], mul(outputs[0], 2.0))]
 
 
 class Abs(_Unary):
+
+    formula = "absolute"
     def infer(self, x):
         return [TensorSpec(x.shape, x.dtype)]
 
@@ -110,6 +130,8 @@ class Abs(_Unary):
 
 class Sign(_Unary):
     """-1, 0 or 1; its gradient is zero (SINGA passes back zeros)."""
+
+    formula = "sign"
 
     def infer(self, x):
         return [TensorSpec(x.shape, x.dtype)]

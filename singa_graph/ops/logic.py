@@ -31,29 +31,43 @@ class _Compare(Operation):
 class Greater(_Compare):
     """``a > b``."""
 
+    formula = "greater"
+
 
 class Less(_Compare):
     """``a < b``."""
+
+    formula = "less"
 
 
 class Equal(_Compare):
     """``a == b``."""
 
+    formula = "equal"
+
 
 class And(_Compare):
     """``a != 0 and b != 0``."""
+
+    formula = "logical_and"
 
 
 class Or(_Compare):
     """``a != 0 or b != 0``."""
 
+    formula = "logical_or"
+
 
 class Xor(_Compare):
     """Exactly one of ``a``, ``b`` is nonzero."""
 
+    formula = "logical_xor"
+
 
 class Not(Operation):
     """``x == 0``."""
+
+    formula = "logical_not"
 
     differentiable = False
     inplace = {0: 0}
@@ -65,6 +79,8 @@ class Not(Operation):
 class Where(Operation):
     """``x`` where ``condition`` is nonzero, ``y`` elsewhere (ONNX input order
     ``(condition, x, y)``; all three broadcast)."""
+
+    formula = "where"
 
     def infer(self, cond, x, y):
         shape = broadcast_shape(cond.shape, broadcast_shape(x.shape, y.shape))
@@ -101,10 +117,14 @@ class _Extreme(Operation):
 
 
 class Max(_Extreme):
+
+    formula = "maximum"
     pass
 
 
 class Min(_Extreme):
+
+    formula = "minimum"
     pass
 
 

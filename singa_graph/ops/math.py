@@ -48,62 +48,86 @@ def _one_minus_sq(x):
 
 
 class Sin(_Math):
+
+    formula = "sin"
     def derivative(self, x, y):
         return cos(x)
 
 
 class Cos(_Math):
+
+    formula = "cos"
     def derivative(self, x, y):
         return neg(sin(x))
 
 
 class Tan(_Math):
+
+    formula = "tan"
     def derivative(self, x, y):
         return add(mul(y, y), 1.0)
 
 
 class Asin(_Math):
+
+    formula = "asin"
     def derivative(self, x, y):
         return div(1.0, sqrt(_one_minus_sq(x)))
 
 
 class Acos(_Math):
+
+    formula = "acos"
     def derivative(self, x, y):
         return div(-1.0, sqrt(_one_minus_sq(x)))
 
 
 class Atan(_Math):
+
+    formula = "atan"
     def derivative(self, x, y):
         return div(1.0, add(mul(x, x), 1.0))
 
 
 class Sinh(_Math):
+
+    formula = "sinh"
     def derivative(self, x, y):
         return cosh(x)
 
 
 class Cosh(_Math):
+
+    formula = "cosh"
     def derivative(self, x, y):
         return sinh(x)
 
 
 class Asinh(_Math):
+
+    formula = "asinh"
     def derivative(self, x, y):
         return div(1.0, sqrt(add(mul(x, x), 1.0)))
 
 
 class Acosh(_Math):
+
+    formula = "acosh"
     def derivative(self, x, y):
         return div(1.0, sqrt(sub(mul(x, x), 1.0)))
 
 
 class Atanh(_Math):
+
+    formula = "atanh"
     def derivative(self, x, y):
         return div(1.0, _one_minus_sq(x))
 
 
 class Erf(_Math):
     """The error function ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``."""
+
+    formula = "erf"
 
     def derivative(self, x, y):
         return mul(exp(neg(mul(x, x))), 2.0 / math.sqrt(math.pi))
@@ -112,24 +136,34 @@ class Erf(_Math):
 class Reciprocal(_Math):
     """``1 / x``."""
 
+    formula = "reciprocal"
+
     def derivative(self, x, y):
         return neg(mul(y, y))
 
 
 class Ceil(_Step):
+
+    formula = "ceil"
     pass
 
 
 class Floor(_Step):
+
+    formula = "floor"
     pass
 
 
 class Round(_Step):
     """Round half to even (ONNX ``Round``, numpy ``rint``; SINGA's ``rounde``)."""
 
+    formula = "rint"
+
 
 class RoundHalfAway(_Step):
     """Round half away from zero (C's ``round``; SINGA's ``round``)."""
+
+    formula = "round_half_away"
 
 
 def sin(x):

@@ -39,6 +39,14 @@ class ActivationGrad(Operation):
         self.gamma = float(getattr(of, "gamma", getattr(of, "beta", 0.0)))
         self.approximate = getattr(of, "approximate", "none")
 
+    @property
+    def formula(self):
+        base = {"Selu": "selu", "Elu": "elu", "HardSigmoid": "hardsigmoid",
+                "Softplus": "softplus", "Softsign": "softsign", "Gelu": "gelu"}.get(self.of)
+        if base == "gelu" and self.approximate == "tanh":
+            base = "gelu_tanh"
+        return None if base is None else base + "_grad"
+
     def infer(self, dy, x):
         if dy.shape != x.shape:
             raise ShapeError(f"gradient of shape {dy.shape} does not match {x.shape}")
@@ -48,12 +56,16 @@ class ActivationGrad(Operation):
 class Selu(_Act):
     """``gamma * x`` for ``x > 0``, ``gamma * alpha * (exp(x) - 1)`` otherwise."""
 
+    formula = "selu"
+
     def __init__(self, alpha=1.67326, gamma=1.0507):
         self.alpha, self.gamma = float(alpha), float(gamma)
 
 
 class Elu(_Act):
     """``x`` for ``x >= 0``, ``alpha * (exp(x) - 1)`` otherwise."""
+
+    formula = "elu"
 
     def __init__(self, alpha=1.0):
         self.alpha = float(alpha)
@@ -62,6 +74,8 @@ class Elu(_Act):
 class HardSigmoid(_Act):
     """``max(0, min(1, alpha * x + beta))``."""
 
+    formula = "hardsigmoid"
+
     def __init__(self, alpha=0.2, beta=0.5):
         self.alpha, self.beta = float(alpha), float(beta)
 
@@ -69,9 +83,13 @@ class HardSigmoid(_Act):
 class Softplus(_Act):
     """``log(1 + exp(x))``, computed without overflow."""
 
+    formula = "softplus"
+
 
 class Softsign(_Act):
     """``x / (1 + |x|)``."""
+
+    formula = "softsign"
 
 
 class Gelu(_Act):
@@ -82,9 +100,15 @@ class Gelu(_Act):
             raise ValueError(f"Gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
         self.approximate = approximate
 
+    @property
+    def formula(self):
+        return "gelu_tanh" if self.approximate == "tanh" else "gelu"
+
 
 class PRelu(Operation):
     """``x`` for ``x >= 0``, ``slope * x`` otherwise; ``slope`` broadcasts to ``x``."""
+
+    formula = "prelu"
 
     def infer(self, x, slope):
         need_float(x)

@@ -12,23 +12,40 @@ exists as a graph op and fusion only rewrites how some of them are computed:
   backward masks its result with ``z > 0`` at the winners it computes anyway; the ReLUGrad
   pass over the (4x larger) unpooled gradient disappears.
 
+* Chains of elementwise ops (each with a scalar formula, ``op.formula``) become one
+  :class:`~singa_graph.ops.fused.FusedElementwise` node: one kernel generated from the
+  formulas, one pass, one output buffer (HardSwish, SiLU, GELU's erf form, LayerNorm's
+  tail...). See :func:`fuse_elementwise`.
+
 A rewrite applies only when the intermediate tensor has that one consumer and is not a graph
 output, so nothing else can observe it. The fused kernels compute the same values in the
-same order as the pair they replace (tests/passes/test_fuse.py compares whole training
-steps bit for bit).
+same order as the ops they replace (tests/passes/test_fuse.py compares whole training
+steps bit for bit, tests/passes/test_fuse_elementwise.py fused chains).
 """
 from __future__ import annotations
 
 import copy
+from collections import defaultdict
+
+from ..ir.tensor import TensorSpec
+from ..ops import formulas
+from ..ops.fused import FusedElementwise
 
 RELU_PRODUCERS = ("Conv2d", "BatchNorm2d")
 
 
-def fuse(graph) -> int:
+def fuse(graph, elementwise: bool = True) -> int:
     """Apply the rewrites above to ``graph`` in place; returns the number of ops removed.
+    Epilogues first (a ReLU after a convolution goes into the convolution, not a chain),
+    then elementwise chains when ``elementwise``."""
+    removed = _epilogues(graph)
+    return removed + (fuse_elementwise(graph) if elementwise else 0)
 
-    The rewrites are independent (the backward ones read the ReLU output ``z``, which the
-    fused producer still writes), so one pass over the nodes does them all."""
+
+def _epilogues(graph) -> int:
+    """The producer/consumer rewrites. They are independent (the backward ones read the
+    ReLU output ``z``, which the fused producer still writes), so one pass over the nodes
+    does them all."""
     consumers = _consumers(graph, {id(n.inputs[0]) for n in graph.nodes if _match(n)})
     if not consumers:
         return 0
@@ -125,3 +142,84 @@ def _masked_pool_grad(pool_grad, relu_grad):
     op = copy.copy(pool_grad.op)
     op.relu = True
     return _adopt(pool_grad, op, pool_grad.inputs, relu_grad.outputs)
+
+
+# ---------------------------------------------------------------------- elementwise chains
+def _fusible(n) -> bool:
+    name = formulas.formula_of(n.op)
+    return (name is not None and name not in formulas.LIBRARY and len(n.outputs) == 1
+            and (len(n.inputs) == formulas.arity(name)
+                 or (formulas.arity(name) == 2 and len(n.inputs) > 2)))
+
+
+def fuse_elementwise(graph) -> int:
+    """Fuse each maximal chain of elementwise ops into one node; returns the ops removed.
+
+    An op joins the op that consumes its output when that consumer is elementwise too, is
+    its only reader, writes the same shape and dtype, and the output is no graph output:
+    the intermediate is then computed per element inside one kernel and never stored. The
+    chain's other operands (inputs from outside, scalars, broadcast parameters) are read
+    with numpy broadcasting. Runs after autodiff, so gradients were built from the original
+    ops, and backward nodes that read an intermediate keep it unfused."""
+    nodes = graph.nodes
+    users = defaultdict(list)
+    for n in nodes:
+        for x in n.inputs:
+            users[id(x)].append(n)
+    outputs = {id(t) for t in graph.outputs}
+    into = {}  # node id -> the node id its output is fused into
+    for n in nodes:
+        if not _fusible(n):
+            continue
+        t = n.outputs[0]
+        readers = {m.id: m for m in users.get(id(t), [])}
+        if id(t) in outputs or len(readers) != 1:
+            continue
+        (c,) = readers.values()
+        if _fusible(c) and c.outputs[0].shape == t.shape and c.outputs[0].dtype == t.dtype:
+            into[n.id] = c.id
+    if not into:
+        return 0
+    joined = set(into.values())
+    groups = defaultdict(list)  # root id -> members in program order (the root last)
+    for n in nodes:
+        if n.id in into or n.id in joined:
+            root = n.id
+            while root in into:
+                root = into[root]
+            groups[root].append(n)
+    replace, drop = {}, set()
+    for root_id, members in groups.items():
+        root = members[-1]
+        replace[root_id] = _fused_node(root, members)
+        drop.update(m.id for m in members[:-1])
+    graph.nodes = [replace.get(n.id, n) for n in nodes if n.id not in drop]
+    return len(drop)
+
+
+def _fused_node(root, members):
+    """One FusedElementwise node computing ``members`` (in program order, ``root`` last)."""
+    inputs, ref, steps, values = [], {}, [], []
+    for n in members:
+        program, vals = formulas.program_of(n.op, len(n.inputs))
+        base = len(steps)
+        for name, refs in program:
+            new = []
+            for r in refs:
+                if r < 0:
+                    new.append(r - base)
+                    continue
+                t = n.inputs[r]
+                if id(t) not in ref:
+                    ref[id(t)] = len(inputs)
+                    inputs.append(t)
+                new.append(ref[id(t)])
+            steps.append((name, tuple(new)))
+        values.extend(vals)
+        ref[id(n.outputs[0])] = -len(steps)
+    out = root.outputs[0]
+    inplace = next(({0: i} for i, t in enumerate(inputs)
+                    if t.shape == out.shape and t.dtype == out.dtype), {})
+    label = "+".join(m.type for m in members)
+    op = FusedElementwise(steps, values, label, TensorSpec(out.shape, out.dtype), inplace)
+    return _adopt(root, op, inputs, root.outputs)

@@ -315,7 +315,7 @@ class Profile:
 
     def __init__(self, nodes, seconds, workspace=None):
         workspace = workspace or [0] * len(nodes)
-        self.rows = sorted((ProfileRow(n.name, n.op.label, float(s), int(w), flops(n))
+        self.rows = sorted((ProfileRow(n.name, n.label, float(s), int(w), flops(n))
                             for n, s, w in zip(nodes, seconds, workspace)),
                            key=lambda r: -r.seconds)
         by_type: dict[str, list] = defaultdict(lambda: [0, 0.0])

@@ -193,7 +193,7 @@ def extract(obj, profile=None) -> View:
     roles = _roles(graph)
     step_of = {n.id: i for i, n in enumerate(memory.order)} if memory is not None else {}
     seconds = ({r.name: r.seconds for r in profile.rows} if profile is not None else None)
-    nodes = [VNode(name=n.name, op=n.op.label, role=roles[n.id], scope=_scope(n),
+    nodes = [VNode(name=n.name, op=n.label, role=roles[n.id], scope=_scope(n),
                    step=step_of.get(n.id), inputs=[x.name for x in n.inputs],
                    outputs=[o.name for o in n.outputs],
                    attrs={k: _attr_text(v) for k, v in n.op.attributes().items()},

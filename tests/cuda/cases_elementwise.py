@@ -3,9 +3,11 @@ casts and broadcasts (runtime/kernels/cuda/elementwise.py)."""
 import numpy as np
 
 from singa_graph import ops
+from singa_graph.ir.tensor import TensorSpec
 from singa_graph.ops import activation as act
 from singa_graph.ops import elementwise as ew
 from singa_graph.ops import logic, math as m, nonlinear as nl
+from singa_graph.ops.fused import FusedElementwise
 
 from harness import Case, rand
 
@@ -71,3 +73,19 @@ CASES += [
     Case(act.TanhGrad(), [rand(3, 4, 5, seed=14), X]),
 ]
 del ops
+# fused chains (passes/fuse.py): one generated kernel, flat and broadcasting paths
+_F32 = np.dtype(np.float32)
+CASES += [
+    Case(FusedElementwise((("sigmoid", (0,)), ("mul", (0, -1))), ((0.0, 0.0),) * 2,
+                          "Sigmoid+Mul", TensorSpec((3, 4, 5), _F32)), [X * 3],
+         name="FusedElementwise Sigmoid+Mul"),
+    Case(FusedElementwise((("sub", (0, 1)), ("div", (-1, 2)), ("mul", (-2, 3)),
+                           ("add", (-3, 4))), ((0.0, 0.0),) * 4, "Sub+Div+Mul+Add",
+                          TensorSpec((3, 4, 5), _F32)),
+         [X, rand(3, 4, 1, seed=15), rand(3, 4, 1, low=0.5, high=2.0, seed=16),
+          rand(5, seed=17), rand(5, seed=18)], name="FusedElementwise LayerNorm tail"),
+    Case(FusedElementwise((("hardsigmoid", (0,)), ("mul", (0, -1)), ("minimum", (-2, 1))),
+                          ((1 / 6, 0.5), (0.0, 0.0), (0.0, 0.0)), "HardSigmoid+Mul+Min",
+                          TensorSpec((3, 4, 5), _F32)),
+         [X * 4, np.full((1,), 2.0, np.float32)], name="FusedElementwise scalar operand"),
+]

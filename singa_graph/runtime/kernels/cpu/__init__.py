@@ -5,4 +5,4 @@ numpy ufunc / BLAS calls where a single compiled library routine already does th
 Importing this package registers every CPU kernel.
 """
 from . import (activation, conv, dist, dropout, elementwise, layout, linalg,  # noqa: F401
-               loss, math, norm, pool, recurrent, reduce, shape, update)
+               loss, norm, pool, recurrent, reduce, shape, update)

@@ -1,7 +1,8 @@
-"""Activation kernels, plus the Numba plumbing that the loss and dropout kernels share.
+"""Row-wise activation kernels (softmax and friends), plus the Numba plumbing that the loss
+and dropout kernels share. The elementwise activations are generated from their formulas
+(:mod:`.elementwise`).
 
-Elementwise ops are one serial ``@njit`` loop each over flat views (memory-bound, so threads
-would buy little). Row-wise ops (softmax and friends) view the array as ``(outer, n, inner)``
+Row-wise ops (softmax and friends) view the array as ``(outer, n, inner)``
 so that a non-last axis needs no transposed copy, and run one row function per slice; their
 driver exists in a serial and a ``parallel=True`` version, the parallel one picked only for
 arrays big enough to repay starting the threads (a few microseconds per call).
@@ -57,21 +58,6 @@ def flat(a):
     return a.reshape(-1)
 
 
-def elementwise(fn, attr=None):
-    """Kernel factory running the njit loop ``fn(a, b, out, c)`` over flat views: ``a, b``
-    are the op's two inputs (a unary op passes x twice), ``c`` the op attribute ``attr``
-    cast to the dtype."""
-
-    @contiguous
-    def factory(op, ins, outs):
-        a = flat(ins[0])
-        b = flat(ins[1] if len(ins) > 1 else ins[0])
-        y = flat(outs[0])
-        c = y.dtype.type(getattr(op, attr) if attr else 0)
-        return lambda: fn(a, b, y, c)
-    return factory
-
-
 def rowwise(code):
     """Kernel factory running row function number ``code`` (see :func:`_row`) along
     ``op.axis``."""
@@ -89,73 +75,6 @@ def rowwise(code):
         drive = _rows_parallel if big else _rows_serial
         return lambda: drive(code, a, b, y)
     return factory
-
-
-# ---------------------------------------------------------------------- elementwise
-@njit(cache=True)
-def _relu_grad(dy, y, dx, zero):
-    # ``zero`` has the array's dtype: a float64 literal here turned the select into a
-    # mispredicted branch, 20x slower when dx overwrites dy in place (the planned case)
-    for i in range(dx.shape[0]):
-        v = dy[i]
-        dx[i] = v if y[i] > 0 else zero
-
-
-@njit(cache=True)
-def _leaky(x, _, y, alpha):
-    for i in range(y.shape[0]):
-        y[i] = x[i] if x[i] > 0 else alpha * x[i]
-
-
-@njit(cache=True)
-def _leaky_grad(dy, ref, dx, alpha):
-    for i in range(dx.shape[0]):
-        dx[i] = dy[i] if ref[i] > 0 else alpha * dy[i]
-
-
-@njit(cache=True)
-def _sigmoid(x, _, y, c):
-    for i in range(y.shape[0]):
-        # exp of a non-positive number only, so nothing overflows
-        if x[i] >= 0:
-            y[i] = 1.0 / (1.0 + np.exp(-x[i]))
-        else:
-            e = np.exp(x[i])
-            y[i] = e / (1.0 + e)
-
-
-@njit(cache=True)
-def _sigmoid_grad(dy, y, dx, c):
-    for i in range(dx.shape[0]):
-        dx[i] = dy[i] * y[i] * (1 - y[i])
-
-
-@njit(cache=True)
-def _tanh_grad(dy, y, dx, c):
-    for i in range(dx.shape[0]):
-        dx[i] = dy[i] * (1 - y[i] * y[i])
-
-
-kernel("ReLUGrad")(elementwise(_relu_grad))
-kernel("LeakyReLU")(elementwise(_leaky, "alpha"))
-kernel("LeakyReLUGrad")(elementwise(_leaky_grad, "alpha"))
-kernel("Sigmoid")(elementwise(_sigmoid))
-kernel("SigmoidGrad")(elementwise(_sigmoid_grad))
-kernel("TanhGrad")(elementwise(_tanh_grad))
-
-
-# A single ufunc is already a compiled vectorised loop; Numba would only add compile time.
-@kernel("ReLU")
-def relu(op, ins, outs):
-    (x,), (y,) = ins, outs
-    zero = x.dtype.type(0)
-    return lambda: np.maximum(x, zero, out=y)
-
-
-@kernel("Tanh")
-def tanh(op, ins, outs):
-    (x,), (y,) = ins, outs
-    return lambda: np.tanh(x, out=y)
 
 
 # ---------------------------------------------------------------------- row-wise

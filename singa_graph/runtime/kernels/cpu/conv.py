@@ -19,7 +19,7 @@ import numpy as np
 from ....runtime import threads
 from ...registry import carve, carved_bytes, kernel
 from . import blas, conv_loops as loops
-from .epilogue import act_code
+from .epilogue import act_args, act_code
 
 
 def _view(a, shape):
@@ -83,10 +83,10 @@ def conv2d(op, ins, outs, ws):
     has_bias = len(ins) - has_res == 3
     bias = ins[2] if has_bias else w3.reshape(-1)[:0]
     res3 = _view(ins[-1], (gm.n, gm.o, gm.l)) if has_res else y3
-    alpha, beta = (y.dtype.type(v) for v in getattr(op, "act_args", (0.0, 0.0)))
+    alpha, beta, k = act_args(op, y.dtype)
     (cols,) = _carve(ws, y, gm.cols_spec())
     args = (x, x3, w3, y3, cols, bias, gm.geo, gm.ho, gm.wo, has_bias, res3, has_res,
-            act_code(op), alpha, beta, gm.pointwise, gm.parts, blas.HANDLE)
+            act_code(op), alpha, beta, k, gm.pointwise, gm.parts, blas.HANDLE)
     return lambda: loops.forward(*args)
 
 

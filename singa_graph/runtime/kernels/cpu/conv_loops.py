@@ -132,7 +132,7 @@ def col2im(cols, dx, n, geo, ho, wo):
 
 @njit(cache=True, nogil=True, parallel=True)
 def forward(x, x3, w3, y3, cols, bias, geo, ho, wo, has_bias, res3, has_res, act, alpha,
-            beta, pointwise, parts, bl):
+            beta, consts, pointwise, parts, bl):
     """``y = act(conv(x, w) (+ bias) (+ res))``: per sample, im2col then one GEMM per group,
     then the fused epilogue (:func:`.epilogue.conv_epilogue`) on the sample's output.
 
@@ -151,7 +151,7 @@ def forward(x, x3, w3, y3, cols, bias, geo, ho, wo, has_bias, res3, has_res, act
             for g in range(g_):
                 gemm(w3[g], src[g * k:(g + 1) * k], y3[n, g * og:(g + 1) * og], 0.0, bl)
             conv_epilogue(y3[n], bias, has_bias, res3[n] if has_res else y3[n], has_res, act,
-                          alpha, beta)
+                          alpha, beta, consts)
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -9,20 +9,21 @@ rows are output channels) once the block is complete. The inference passes
 Bit-for-bit agreement with the unfused graph: every step is the same scalar operation, in
 the same order and the same dtype, as the op it replaces, and each step's result is stored
 into the output (rounded to its dtype) before the next reads it, exactly as the separate
-ops' buffers would hold it. The activations come from :mod:`singa_graph.ops.formulas`.
+ops' buffers would hold it. The activations are the formulas of
+:mod:`singa_graph.ops.formulas`, compiled by :func:`..generate.compiled_formulas`, the same
+definitions the elementwise ops' generated kernels evaluate.
 """
 from numba import njit
 
-from ....ops import formulas as f
+from ....ops import formulas
+from ..generate import compiled_formulas
 
 #: activation codes of the epilogue (``Conv2d.act`` names -> code)
 NONE, RELU, RELU6, HARDSWISH, SILU = range(5)
 ACT_CODES = {"": NONE, "relu": RELU, "relu6": RELU6, "hardswish": HARDSWISH, "silu": SILU}
 
-_relu = njit(cache=True, nogil=True)(f.relu)
-_relu6 = njit(cache=True, nogil=True)(f.relu6)
-_hardsigmoid = njit(cache=True, nogil=True)(f.hardsigmoid)
-_sigmoid = njit(cache=True, nogil=True)(f.sigmoid)
+_f = compiled_formulas(("relu", "relu6", "hardsigmoid", "sigmoid"), "cpu")
+_relu, _relu6, _hardsigmoid, _sigmoid = _f.relu, _f.relu6, _f.hardsigmoid, _f.sigmoid
 
 
 def act_code(op) -> int:
@@ -30,13 +31,22 @@ def act_code(op) -> int:
     return ACT_CODES[getattr(op, "act", "") or ""]
 
 
+def act_args(op, dtype) -> tuple:
+    """``(alpha, beta, k)`` of a Conv2d's epilogue in ``dtype``: the HardSigmoid constants of
+    HARDSWISH and the formulas' constants (:func:`singa_graph.ops.formulas.constants`)."""
+    t = dtype.type
+    alpha, beta = (t(v) for v in getattr(op, "act_args", (0.0, 0.0)))
+    return alpha, beta, formulas.constants(dtype)
+
+
 @njit(cache=True, nogil=True)
-def conv_epilogue(y, bias, has_bias, res, has_res, act, alpha, beta):
+def conv_epilogue(y, bias, has_bias, res, has_res, act, alpha, beta, k):
     """``y[o, i] = act(y[o, i] + bias[o] + res[o, i])`` in place on a ``(O, L)`` block.
 
     ``bias`` is ``(O,)`` (read when ``has_bias``), ``res`` a block like ``y`` (read when
     ``has_res``), ``act`` one of the codes above, ``alpha``/``beta`` the HardSigmoid
-    constants of HARDSWISH, in ``y``'s dtype."""
+    constants of HARDSWISH and ``k`` the formulas' constants, all in ``y``'s dtype."""
+    z = k[0]
     for o in range(y.shape[0]):
         r = y[o]
         if has_bias:
@@ -49,17 +59,17 @@ def conv_epilogue(y, bias, has_bias, res, has_res, act, alpha, beta):
                 r[i] = r[i] + s[i]
         if act == RELU:
             for i in range(r.shape[0]):
-                r[i] = _relu(r[i])
+                r[i] = _relu(r[i], z, z, k)
         elif act == RELU6:
             for i in range(r.shape[0]):
-                r[i] = _relu6(r[i])
+                r[i] = _relu6(r[i], z, z, k)
         elif act == HARDSWISH:
             for i in range(r.shape[0]):
                 v = r[i]
-                r[i] = _hardsigmoid(v, alpha, beta)  # rounded as the HardSigmoid op's output
+                r[i] = _hardsigmoid(v, alpha, beta, k)  # rounded as the HardSigmoid op's output
                 r[i] = v * r[i]
         elif act == SILU:
             for i in range(r.shape[0]):
                 v = r[i]
-                r[i] = _sigmoid(v)  # rounded as the Sigmoid op's output
+                r[i] = _sigmoid(v, z, z, k)  # rounded as the Sigmoid op's output
                 r[i] = v * r[i]

@@ -36,11 +36,11 @@ import numpy as np
 from numba import cuda
 
 from ...registry import carve, carved_bytes, kernel
-from ..cpu.epilogue import NONE, RELU, act_code
+from ..cpu.epilogue import NONE, RELU, act_args, act_code
 from . import depthwise
 from .blas import batched_step, gemm_step
 from .depthwise import finish
-from .elementwise import ADD, binary_step
+from .elementwise import add_step
 from .epilogue import epilogue_kernel
 from .launch import configured, flat, noop, scalar, sequence, step
 
@@ -218,11 +218,10 @@ def conv2d(op, ins, outs, ws):
         return _conv2d(op, ins, outs, ws, code == RELU)
     y = outs[0]
     base = _conv2d(op, ins[:-1] if has_res else ins, outs, ws, False)
-    alpha, beta = (scalar(y.dtype, v) for v in getattr(op, "act_args", (0.0, 0.0)))
+    alpha, beta, k = act_args(op, y.dtype)
     res = flat(ins[-1]) if has_res else flat(y)
-    one, six = scalar(y.dtype, 1), scalar(y.dtype, 6)
-    return sequence([base, step(epilogue_kernel, y.size, flat(y), res, has_res, code, one,
-                                six, alpha, beta)])
+    return sequence([base, step(epilogue_kernel, y.size, flat(y), res, has_res, code, alpha,
+                                beta, k)])
 
 
 def _conv2d(op, ins, outs, ws, relu):
@@ -372,6 +371,6 @@ def conv2d_grad_weight(op, ins, outs, ws):
         steps.append(batched_step(d.reshape(gm.g, gm.og, ml), cv.reshape(gm.g, gm.k, ml),
                                   out.reshape(gm.g, gm.og, gm.k), trans_b=True))
         if i:
-            steps.append(binary_step(ADD, False, flat(dw), flat(tmp), flat(dw)))
+            steps.append(add_step(flat(dw), flat(tmp), flat(dw)))
     return sequence(steps)
 

@@ -2,44 +2,41 @@
 an activation over a finished output, one launch after the convolution's own (which adds
 the bias).
 
-On the GPU the unfused graph runs the CUDA elementwise kernels (:mod:`.elementwise`), which
-compute in the tensor's dtype with typed constants (``one``, ``zero = one - one``), so this
-kernel does the same, step for step, and stores each step's result before the next reads
-it, as the unfused ops' buffers hold it: ReLU as the ReLU kernel, ReLU6 as ``Max`` then
-``Min``, HardSwish as ``HardSigmoid`` then ``Mul``, SiLU as ``Sigmoid`` then ``Mul``. No
-float64 arithmetic in float32 kernels (tests/ptx checks that)."""
-import math
-
+The activations are the formulas of :mod:`singa_graph.ops.formulas` compiled as device
+functions (:func:`..generate.compiled_formulas`), the same definitions the unfused graph's
+elementwise kernels evaluate, with the formulas' constants in the tensor's dtype (no float64
+arithmetic in float32 kernels; tests/ptx checks that). Each step's result is stored before the
+next reads it, as the unfused ops' buffers hold it: HardSwish as HardSigmoid then Mul, SiLU
+as Sigmoid then Mul."""
 from numba import cuda
 
 from ..cpu.epilogue import HARDSWISH, RELU, RELU6, SILU
+from ..generate import compiled_formulas
+
+_f = compiled_formulas(("relu", "relu6", "hardsigmoid", "sigmoid"), "cuda")
+_relu, _relu6, _hardsigmoid, _sigmoid = _f.relu, _f.relu6, _f.hardsigmoid, _f.sigmoid
 
 
 @cuda.jit(device=True)
-def _act(act, v, one, six, alpha, beta, y, i):
-    zero = one - one
+def _act(act, v, alpha, beta, k, y, i):
+    z = k[0]
     if act == RELU:
-        y[i] = v if v > zero or v != v else zero
+        y[i] = _relu(v, z, z, k)
     elif act == RELU6:
-        r = v if v >= zero or v != v else zero
-        y[i] = r if r <= six or r != r else six
+        y[i] = _relu6(v, z, z, k)
     elif act == HARDSWISH:
-        y[i] = min(one, max(zero, alpha * v + beta))
+        y[i] = _hardsigmoid(v, alpha, beta, k)
         y[i] = v * y[i]
     elif act == SILU:
-        if v >= zero:  # exp of a non-positive number only: nothing overflows
-            y[i] = one / (one + math.exp(-v))
-        else:
-            e = math.exp(v)
-            y[i] = e / (one + e)
+        y[i] = _sigmoid(v, z, z, k)
         y[i] = v * y[i]
 
 
 @cuda.jit(cache=True)
-def epilogue_kernel(y, res, has_res, act, one, six, alpha, beta):
+def epilogue_kernel(y, res, has_res, act, alpha, beta, k):
     """``y = act(y + res)`` elementwise over flat ``y`` (``res`` read when ``has_res``);
-    ``one``, ``six``, ``alpha``, ``beta`` in ``y``'s dtype."""
+    ``alpha``, ``beta`` and the formulas' constants ``k`` in ``y``'s dtype."""
     for i in range(cuda.grid(1), y.shape[0], cuda.gridsize(1)):
         if has_res:
             y[i] = y[i] + res[i]
-        _act(act, y[i], one, six, alpha, beta, y, i)
+        _act(act, y[i], alpha, beta, k, y, i)

@@ -6,7 +6,7 @@ from numba import cuda
 
 from ...registry import kernel
 from .blas import batched_step, gemm_step
-from .elementwise import ADD, binary_step
+from .elementwise import add_step
 from .launch import broadcast_strides, flat, offset_of, padded, sequence, step
 
 
@@ -29,7 +29,7 @@ def add_bias(op, ins, outs):
     x, b = ins
     (y,) = outs
     bb = b.reshape((b.size,) + (1,) * (x.ndim - op.dim - 1))
-    return binary_step(ADD, False, x, bb, y)
+    return add_step(x, bb, y)
 
 
 @kernel("Gemm", "cuda")
