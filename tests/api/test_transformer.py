@@ -109,7 +109,8 @@ def test_two_block_encoder_matches_torch(how):
     grads = {id(p): g.data for p, g in autograd.backward(loss)}
     assert len(pairs) == 2 * 16 + 2
     for p, (t, tr) in pairs.items():
-        np.testing.assert_allclose(grads[id(p)], _as_ours(t, tr, lambda t: t.grad), rtol=1e-5, atol=1e-9,
+        np.testing.assert_allclose(grads[id(p)], _as_ours(t, tr, lambda t: t.grad),
+                                   rtol=1e-5, atol=1e-9,
                                    err_msg=p.name)
     np.testing.assert_allclose(grads[id(xt)], tx.grad.numpy(), rtol=1e-5, atol=1e-9)
 
