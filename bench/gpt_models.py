@@ -20,7 +20,6 @@ CLASSES = 10
 
 def singa_gpt(blocks=4, d=128, heads=4):
     from singa_graph import autograd, layer, model
-    from singa_graph.layer.transformer import dense
 
     class GPTBlocks(model.Model):
         def __init__(self):

@@ -23,7 +23,6 @@ import numpy as np
 
 from singa_graph import autograd, device, layer, model, opt, random as sg_random, tensor
 from singa_graph.cli import device_spec, float_in, int_at_least
-from singa_graph.layer.transformer import dense
 
 try:
     from tqdm import tqdm
