@@ -8,6 +8,8 @@ momentum 0.9 on every parameter):
                                                             (zoo.CNN(bn=False, branches=False))
     ResNet  stem + 3 stages of 1 basic block (16/32/64 channels, BN), GAP + linear,
             batch 32, 3x32x32                              (zoo.ResNet(widths=(16, 32, 64)))
+    GPT     4 pre-norm causal transformer blocks, d=128, 4 heads, seq 64, batch 16, a
+            10-class read-out per position                 (bench/gpt_models.py)
 
 Frameworks: singa_graph graph mode (the step compiled into one plan, schedule 'memory'),
 singa_graph eager mode (the same code run op by op) and PyTorch eager with the same
@@ -41,7 +43,7 @@ Memory (MiB = 2**20 bytes):
   stats and the batch.
 * singa_graph eager: not measured (numpy allocates per op).
 
-    python bench/step_time.py [--models mlp,cnn,resnet] [--rounds 3] [--steps N]
+    python bench/step_time.py [--models mlp,cnn,resnet,gpt] [--rounds 3] [--steps N]
                               [--profile]
 """
 from __future__ import annotations
@@ -67,6 +69,9 @@ MODELS = {
             "CNN 2x(conv+relu+pool)+fc, batch 64, 1x28x28"),
     "resnet": ("ResNet", {"widths": (16, 32, 64), "blocks": 1}, (32, 3, 32, 32), 20,
                "ResNet 16/32/64 x1 block (BN), batch 32, 3x32x32"),
+    # bench/gpt_models.py: embeddings in, a 10-class read-out at every position
+    "gpt": ("GPT", {"blocks": 4, "d": 128, "heads": 4}, (16, 64, 128), 10,
+            "GPT 4 pre-norm causal blocks, d=128, 4 heads, seq 64, batch 16"),
 }
 
 
@@ -76,7 +81,12 @@ def _singa_model(name, graph: bool):
 
     cls, kw, shape = MODELS[name][:3]
     random.seed(0)
-    m = getattr(zoo, cls)(**kw)
+    if name == "gpt":
+        import gpt_models
+
+        m = gpt_models.singa_gpt(**kw)
+    else:
+        m = getattr(zoo, cls)(**kw)
     m.set_optimizer(opt.SGD(lr=LR, momentum=MOMENTUM))
     m.compile([np.zeros(shape, np.float32)], is_train=True, use_graph=graph,
               schedule="memory")
@@ -86,8 +96,9 @@ def _singa_model(name, graph: bool):
 def _data(name):
     shape = MODELS[name][2]
     rng = np.random.default_rng(0)
+    labels = shape[0] * shape[1] if name == "gpt" else shape[0]  # gpt: one per position
     return (rng.standard_normal(shape).astype(np.float32),
-            rng.integers(0, 10, shape[0]).astype(np.int32))
+            rng.integers(0, 10, labels).astype(np.int32))
 
 
 def worker(fw: str, name: str, steps: int, warmup: int, memory: bool, profile: bool) -> dict:
@@ -101,8 +112,14 @@ def worker(fw: str, name: str, steps: int, warmup: int, memory: bool, profile: b
         import torch_models as tm
 
         torch.set_num_threads(numba.get_num_threads())
-        r = tm.TorchRunner(name, MODELS[name][1], x, y)
-        tm.copy_params_to_torch(_singa_model(name, graph=False), r.model)
+        if name == "gpt":
+            import gpt_models
+
+            r = gpt_models.TorchGPTRunner(MODELS[name][1], x, y)
+            gpt_models.copy_params(_singa_model(name, graph=False), r.model)
+        else:
+            r = tm.TorchRunner(name, MODELS[name][1], x, y)
+            tm.copy_params_to_torch(_singa_model(name, graph=False), r.model)
         step = r.step
         loss = lambda: float(r.step().item())  # noqa: E731
         out["threads"] = torch.get_num_threads()

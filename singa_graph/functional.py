@@ -77,6 +77,7 @@ unsqueeze, tile, expand, pad, upsample = (_ops.unsqueeze, _ops.tile, _ops.expand
                                           _ops.upsample)
 depth_to_space, space_to_depth = _ops.depth_to_space, _ops.space_to_depth
 gather, nonzero, onehot = _ops.gather, _ops.nonzero, _ops.onehot
+layer_norm, scaled_dot_product_attention = _ops.layer_norm, _ops.scaled_dot_product_attention
 
 
 # ---------------------------------------------------------------------- arithmetic

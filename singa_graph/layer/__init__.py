@@ -23,8 +23,8 @@ padding)``, ``BatchNorm2d(c)``, ``SeparableConv2d(in, out, k, ...)``) work as we
 (BatchNorm, Dropout) follows ``autograd.training`` at call time.
 
 The layers live in one module per family (dense, conv, norm, pool, recurrent, activation,
-loss, shape); this package re-exports them under SINGA's names. Layers call the functional
-ops of :mod:`singa_graph.functional`, which sits below them.
+loss, shape, transformer); this package re-exports them under SINGA's names. Layers call
+the functional ops of :mod:`singa_graph.functional`, which sits below them.
 """
 from .activation import LeakyReLU, ReLU, Sigmoid, SoftMax, Tanh
 from .base import Layer
@@ -35,9 +35,12 @@ from .norm import BatchNorm2d, Dropout
 from .pool import AvgPool1d, AvgPool2d, GlobalAvgPool2d, MaxPool1d, MaxPool2d, Pooling2d
 from .recurrent import LSTM, RNN, RNN_Base
 from .shape import Add, Cat, Flatten, Reshape
+from .transformer import (GELU, LayerNorm, MultiHeadAttention, PositionEmbedding,
+                          TransformerBlock)
 
 __all__ = ["Layer", "Linear", "Conv2d", "SeparableConv2d", "BatchNorm2d", "Pooling2d",
            "MaxPool2d", "AvgPool2d", "MaxPool1d", "AvgPool1d", "GlobalAvgPool2d", "ReLU",
            "LeakyReLU", "Sigmoid", "Tanh", "SoftMax", "Flatten", "Reshape", "Dropout", "Cat",
            "Add", "SoftMaxCrossEntropy", "MeanSquareError", "CrossEntropy", "Gemm", "Embedding",
-           "RNN_Base", "RNN", "LSTM", "BinaryCrossEntropy"]
+           "RNN_Base", "RNN", "LSTM", "BinaryCrossEntropy", "LayerNorm", "GELU",
+           "MultiHeadAttention", "PositionEmbedding", "TransformerBlock"]

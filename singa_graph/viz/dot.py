@@ -111,9 +111,11 @@ def to_dot(view: View, leaves: bool = True, edge_labels: bool = True,
     are drawn (inputs, parameters and state are left out). For compact pictures (documents),
     ``edge_labels=False`` keeps shapes and dtypes as edge tooltips only and
     ``node_names=False`` labels nodes with step, op and layer, without the node name."""
+    # newrank: without it dot's ranking fails ("trouble in init_rank") on some graphs whose
+    # layer clusters are crossed by many edges (the blocks of a transformer)
     lines = [f"digraph {quote(view.name)} {{",
-             '  graph [rankdir=TB, fontname="Helvetica", fontsize=12, nodesep=0.2, '
-             'ranksep=0.3, labelloc=t, label=' + quote(_title(view)) + "];",
+             '  graph [rankdir=TB, newrank=true, fontname="Helvetica", fontsize=12, '
+             'nodesep=0.2, ranksep=0.3, labelloc=t, label=' + quote(_title(view)) + "];",
              '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=11, '
              'margin="0.08,0.03", height=0.3, color="#555555"];',
              '  edge [fontname="Helvetica", fontsize=8, color="#777777", fontcolor="#444444", '

@@ -1,7 +1,7 @@
 """A plan owns every byte it uses: what numpy allocates while a plan is compiled and run is
 what ``memory_report()`` says the plan holds.
 
-For the MLP, CNN, ResNet and small Xception training plans and their inference plans, the
+For the MLP, CNN, ResNet, small Xception and GPT training plans and their inference plans, the
 numpy bytes allocated from the start of compiling through 3 steps are at most
 ``1.05 * plan_bytes + 1 MiB``, where ``plan_bytes`` is the arena (workspace included) plus
 the persistent buffers the plan created itself. Measured with tracemalloc, where numpy
@@ -34,11 +34,17 @@ def _xception():
     return ex.XceptionModel(num_classes=10, in_channels=3, image_size=32, **cfg)
 
 
+def _gpt():
+    ex = cli.load_example("gpt")
+    return ex.GPT(vocab_size=10, seq_len=16, d_model=32, num_heads=4, blocks=2)
+
+
 MODELS = {
     "mlp": (lambda: zoo.MLP(), (64, 784)),
     "cnn": (lambda: zoo.CNN(), (64, 1, 28, 28)),
     "resnet": (lambda: zoo.ResNet(widths=(16, 32, 64)), (32, 3, 32, 32)),
     "xception": (_xception, (8, 3, 32, 32)),
+    "gpt": (_gpt, (8, 16)),  # token ids; attention plans its score workspace
 }
 
 
@@ -60,8 +66,12 @@ def _steps(m, train, x, y, n):
 def test_numpy_allocations_stay_within_the_plan(name, train):
     shape = MODELS[name][1]
     rng = np.random.default_rng(0)
-    x = rng.standard_normal(shape).astype(np.float32)
-    y = rng.integers(0, 10, shape[0]).astype(np.int32)
+    if name == "gpt":
+        x = rng.integers(0, 10, shape).astype(np.int32)
+        y = rng.integers(0, 10, shape).astype(np.int32)
+    else:
+        x = rng.standard_normal(shape).astype(np.float32)
+        y = rng.integers(0, 10, shape[0]).astype(np.int32)
     _steps(_model(name, train, x), train, x, y, 2)  # JIT warm-up
     m = _model(name, train, x)
     gc.collect()

@@ -6,5 +6,5 @@ absent (the CUDA simulator).
 Importing this package registers every CUDA kernel; it is imported the first time an op
 runs on, or a plan is compiled for, a CUDA device.
 """
-from . import (activation, conv, dist, dropout, elementwise, indexing, layout,  # noqa: F401
-               linalg, loss, norm, pool, recurrent, reduce, shape, update)
+from . import (activation, attention, conv, dist, dropout, elementwise, indexing,  # noqa: F401
+               layout, linalg, loss, norm, pool, recurrent, reduce, shape, update)

@@ -1,0 +1,225 @@
+"""LayerNorm and attention kernels: Numba loops, statistics in float64, GEMMs in BLAS.
+
+Attention splits the ``batch * heads`` slices into at most :data:`PARTS` chunks, one per
+thread; each chunk owns one ``seq_q x seq_k`` block of the planned workspace (two in the
+backward: probabilities and their gradient) and runs its slices one after the other, each
+slice two (forward) or five (backward) single-threaded BLAS GEMMs on strided views and one
+fused, max-shifted softmax pass over the block. The chunk count does not depend on the
+thread count, so the workspace and the results are the same on every machine.
+"""
+import numpy as np
+from numba import njit, prange
+
+from ...registry import carve, carved_bytes, kernel
+from .blas import HANDLE, gemm
+from .loops import loops, pick
+
+PARTS = 16
+_NO_MASK = np.zeros((1, 1, 1, 1), np.float32)  # read-only stand-in when there is no mask
+
+
+# ---------------------------------------------------------------------- layer norm
+@loops
+def _LN_FWD(x, scale, bias, y, mean, rstd, eps):
+    m, n = x.shape
+    for i in prange(m):
+        s = 0.0
+        for j in range(n):
+            s += x[i, j]
+        mu = s / n
+        s2 = 0.0
+        for j in range(n):
+            d = x[i, j] - mu
+            s2 += d * d
+        r = 1.0 / np.sqrt(s2 / n + eps)
+        for j in range(n):
+            y[i, j] = (x[i, j] - mu) * r * scale[j] + bias[j]
+        mean[i] = mu
+        rstd[i] = r
+
+
+@loops
+def _LN_DX(dy, x, scale, mean, rstd, dx):
+    m, n = x.shape
+    for i in prange(m):
+        mu, r = np.float64(mean[i]), np.float64(rstd[i])
+        a = 0.0  # sum(g), g = dy * scale
+        b = 0.0  # sum(g * xhat)
+        for j in range(n):
+            g = np.float64(dy[i, j]) * scale[j]
+            a += g
+            b += g * (x[i, j] - mu) * r
+        a /= n
+        b /= n
+        for j in range(n):
+            xh = (x[i, j] - mu) * r
+            dx[i, j] = r * (np.float64(dy[i, j]) * scale[j] - a - xh * b)
+
+
+@loops
+def _LN_DPARAM(dy, x, mean, rstd, dscale, dbias):
+    m, n = x.shape
+    for j in prange(n):
+        s = 0.0
+        sx = 0.0
+        for i in range(m):
+            g = np.float64(dy[i, j])
+            s += g
+            sx += g * (x[i, j] - mean[i]) * rstd[i]
+        dscale[j] = sx
+        dbias[j] = s
+
+
+def _rows(a, axis):
+    return a.reshape(int(np.prod(a.shape[:axis], dtype=np.int64)), -1)
+
+
+@kernel("LayerNorm")
+def layer_norm(op, ins, outs):
+    x, scale, bias = (_rows(a, op.axis) if a is ins[0] else a.reshape(-1) for a in ins)
+    y, mean, rstd = _rows(outs[0], op.axis), outs[1].reshape(-1), outs[2].reshape(-1)
+    fn = pick(_LN_FWD, x.size)
+    return lambda: fn(x, scale, bias, y, mean, rstd, op.eps)
+
+
+@kernel("LayerNormGrad")
+def layer_norm_grad(op, ins, outs):
+    dy, x = _rows(ins[0], op.axis), _rows(ins[1], op.axis)
+    scale, mean, rstd = (a.reshape(-1) for a in ins[2:])
+    dx, ds, db = _rows(outs[0], op.axis), outs[1].reshape(-1), outs[2].reshape(-1)
+    fdx, fdp = pick(_LN_DX, x.size), pick(_LN_DPARAM, x.size)
+
+    def step():
+        fdx(dy, x, scale, mean, rstd, dx)
+        fdp(dy, x, mean, rstd, ds, db)
+    return step
+
+
+# ---------------------------------------------------------------------- attention
+@njit(cache=True, nogil=True)
+def _score(row, r, b, h, mask, kind, causal, scale):
+    """Scale row ``r`` of the scores in place, add or apply the mask and the causal cut;
+    returns the row's maximum."""
+    ninf = -np.inf
+    m = ninf
+    for c in range(row.shape[0]):
+        s = row[c] * scale
+        if kind == 1:
+            s += mask[b % mask.shape[0], h % mask.shape[1], r % mask.shape[2],
+                      c % mask.shape[3]]
+        elif kind == 2 and not mask[b % mask.shape[0], h % mask.shape[1],
+                                    r % mask.shape[2], c % mask.shape[3]]:
+            s = ninf
+        if causal and c > r:
+            s = ninf
+        row[c] = s
+        m = max(m, s)
+    return m
+
+
+@loops
+def _ATT_FWD(q, k, v, mask, kind, causal, scale, out, lse, ws, parts, blas):
+    nb, nh, sq, _ = q.shape
+    n = nb * nh
+    for p in prange(parts):
+        s = ws[p]
+        for i in range(p * n // parts, (p + 1) * n // parts):
+            b, h = i // nh, i % nh
+            gemm(q[b, h], k[b, h].T, s, 0.0, blas)
+            for r in range(sq):
+                row = s[r]
+                m = _score(row, r, b, h, mask, kind, causal, scale)
+                tot = 0.0
+                for c in range(row.shape[0]):
+                    e = np.exp(row[c] - m)
+                    row[c] = e
+                    tot += e
+                inv = 1.0 / tot
+                for c in range(row.shape[0]):
+                    row[c] *= inv
+                lse[b, h, r] = m + np.log(tot)
+            gemm(s, v[b, h], out[b, h], 0.0, blas)
+
+
+@loops
+def _ATT_BWD(dout, q, k, v, out, lse, mask, kind, causal, scale, dq, dk, dv, ws, parts, blas):
+    nb, nh, sq, _ = q.shape
+    n = nb * nh
+    for p in prange(parts):
+        s, dp = ws[p, 0], ws[p, 1]
+        for i in range(p * n // parts, (p + 1) * n // parts):
+            b, h = i // nh, i % nh
+            gemm(q[b, h], k[b, h].T, s, 0.0, blas)
+            for r in range(sq):
+                row = s[r]
+                _score(row, r, b, h, mask, kind, causal, scale)
+                l = lse[b, h, r]
+                for c in range(row.shape[0]):
+                    row[c] = np.exp(row[c] - l)
+            gemm(s.T, dout[b, h], dv[b, h], 0.0, blas)
+            gemm(dout[b, h], v[b, h].T, dp, 0.0, blas)
+            do, o = dout[b, h], out[b, h]
+            for r in range(sq):
+                d = 0.0  # rowsum(dout * out) = rowsum(P * dP)
+                for j in range(do.shape[1]):
+                    d += np.float64(do[r, j]) * o[r, j]
+                for c in range(s.shape[1]):
+                    s[r, c] = s[r, c] * (dp[r, c] - d) * scale
+            gemm(s, k[b, h], dq[b, h], 0.0, blas)
+            gemm(s.T, q[b, h], dk[b, h], 0.0, blas)
+
+
+def _view(a, layout):
+    """``a`` as ``(batch, heads, seq, dim)`` without copying."""
+    return a if layout == "bhsd" else a.swapaxes(1, 2)
+
+
+def _mask(op, ins, at):
+    if len(ins) <= at:
+        return _NO_MASK, 0
+    m = ins[at]
+    m = m.reshape((1,) * (4 - m.ndim) + m.shape)
+    return m, (2 if m.dtype == np.bool_ else 1)
+
+
+def _geometry(op, ins):
+    q, k = ins[0], ins[1]
+    if op.layout == "bshd":
+        return q.shape[0] * q.shape[2], q.shape[1], k.shape[1]
+    return q.shape[0] * q.shape[1], q.shape[2], k.shape[2]
+
+
+def attention_workspace(op, ins, outs):
+    n, sq, sk = _geometry(op, ins)
+    return carved_bytes(((min(PARTS, n), sq, sk), ins[0].dtype))
+
+
+def attention_grad_workspace(op, ins, outs):
+    n, sq, sk = _geometry(op, ins[1:])
+    return carved_bytes(((min(PARTS, n), 2, sq, sk), ins[1].dtype))
+
+
+@kernel("ScaledDotProductAttention", workspace=attention_workspace)
+def attention(op, ins, outs, ws):
+    q, k, v = (_view(a, op.layout) for a in ins[:3])
+    mask, kind = _mask(op, ins, 3)
+    out, lse = _view(outs[0], op.layout), outs[1]
+    n, sq, sk = _geometry(op, ins)
+    parts = min(PARTS, n)
+    (s,) = carve(ws, ((parts, sq, sk), q.dtype))
+    fn = pick(_ATT_FWD, n * sq * sk * max(q.shape[3], 1))
+    return lambda: fn(q, k, v, mask, kind, op.causal, op.scale, out, lse, s, parts, HANDLE)
+
+
+@kernel("ScaledDotProductAttentionGrad", workspace=attention_grad_workspace)
+def attention_grad(op, ins, outs, ws):
+    dout, q, k, v, out = (_view(a, op.layout) for a in ins[:5])
+    lse = ins[5]
+    mask, kind = _mask(op, ins, 6)
+    dq, dk, dv = (_view(a, op.layout) for a in outs)
+    n, sq, sk = _geometry(op, ins[1:])
+    parts = min(PARTS, n)
+    (s,) = carve(ws, ((parts, 2, sq, sk), q.dtype))
+    fn = pick(_ATT_BWD, n * sq * sk * max(q.shape[3], 1))
+    return lambda: fn(dout, q, k, v, out, lse, mask, kind, op.causal, op.scale, dq, dk, dv, s,
+                      parts, HANDLE)
