@@ -10,7 +10,14 @@ in a plan) and PyTorch's (``torch.nn.functional.conv2d`` and
 alone in its own process, the processes alternate for ``--rounds`` rounds, and the figure
 is the median over all rounds. GFLOP/s counts 2*N*O*(C/groups)*kh*kw*Ho*Wo per kernel.
 
-    python bench/conv.py [--models cnn,resnet,xception] [--rounds 3] [--repeat 20]
+The grouped (depthwise) convs of torchvision's mobilenet_v2 and efficientnet_b0 come as
+``mobilenet_v2``/``efficientnet_b0`` (batch 2 at 64x64, the inference shapes of
+bench/onnx_models.py) and ``mobilenet_v2-train``/``efficientnet_b0-train`` (batch 8 at
+64x64, training shapes); for these the forward conv is also timed on onnxruntime (a one-node
+ONNX Conv with ``group=C``), and each row prints our GFLOP/s over the best of
+PyTorch's (oneDNN) and onnxruntime's.
+
+    python bench/conv.py [--models cnn,resnet,xception,mobilenet_v2] [--rounds 3] [--repeat 20]
 """
 from __future__ import annotations
 
@@ -41,6 +48,35 @@ def _models():
     }
 
 
+TORCHVISION = {"mobilenet_v2": 2, "efficientnet_b0": 2, "mobilenet_v2-train": 8,
+               "efficientnet_b0-train": 8}
+
+
+def torchvision_grouped_shapes(name) -> list[dict]:
+    """The grouped convs (``groups > 1``) of a torchvision model at 64x64, as
+    :func:`conv_shapes` rows, found by running the model with forward hooks."""
+    import torch
+
+    torch.library.register_fake = lambda *a, **k: (lambda f: f)  # torchvision import on CPU
+    import torchvision
+
+    arch = name.split("-")[0]
+    model = getattr(torchvision.models, arch)(weights=None).eval()
+    out = []
+
+    def hook(mod, inp, _):
+        p = mod.padding
+        out.append({"model": name, "x": tuple(inp[0].shape), "w": tuple(mod.weight.shape),
+                    "stride": tuple(mod.stride), "padding": (p[0], p[1], p[0], p[1]),
+                    "dilation": tuple(mod.dilation), "groups": mod.groups})
+    for m in model.modules():
+        if isinstance(m, torch.nn.Conv2d) and m.groups > 1:
+            m.register_forward_hook(hook)
+    with torch.no_grad():
+        model(torch.zeros(TORCHVISION[name], 3, 64, 64))
+    return out
+
+
 def conv_shapes(names) -> list[dict]:
     """The distinct Conv2d nodes of the models' training graphs."""
     from singa_graph import opt
@@ -48,6 +84,13 @@ def conv_shapes(names) -> list[dict]:
     seen, out = set(), []
     models = _models()
     for name in names:
+        if name in TORCHVISION:
+            for s in torchvision_grouped_shapes(name):
+                key = (s["x"], s["w"], s["stride"], s["padding"], s["dilation"], s["groups"])
+                if key not in seen:
+                    seen.add(key)
+                    out.append(s)
+            continue
         make, shape = models[name]
         m = make()
         m.set_optimizer(opt.SGD(lr=0.01, momentum=0.9))
@@ -140,6 +183,67 @@ def worker_torch(shapes, repeat) -> list:
     return res
 
 
+def worker_ort(shapes, repeat) -> list:
+    """Forward of the grouped convs on onnxruntime: a one-node ONNX Conv, weight as an
+    initializer (None for ungrouped shapes, which bench/onnx_models.py covers)."""
+    import numba
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = numba.get_num_threads()
+    res = []
+    for s in shapes:
+        if s["groups"] == 1:
+            res.append(None)
+            continue
+        x = rng.standard_normal(s["x"]).astype(np.float32)
+        w = rng.standard_normal(s["w"]).astype(np.float32)
+        node = helper.make_node("Conv", ["x", "w"], ["y"], strides=list(s["stride"]),
+                                pads=list(s["padding"]), dilations=list(s["dilation"]),
+                                group=s["groups"])
+        graph = helper.make_graph(
+            [node], "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, s["x"])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+            [numpy_helper.from_array(w, "w")])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
+        res.append({"fwd": _time(lambda: sess.run(None, {"x": x}), repeat)})
+    return res
+
+
+def _print_grouped(shapes, runs):
+    """Our GFLOP/s over the best of PyTorch's and onnxruntime's, per grouped conv."""
+    rows = [i for i, s in enumerate(shapes) if s["groups"] > 1]
+    if not rows or "torch" not in runs:
+        return
+    print("grouped convs: ours / best other GFLOP/s (fwd: max of torch and ORT; dx, dw: "
+          "torch); target >= 0.8")
+    print(f"{'model':<22}{'x':<18}{'w':<14}{'s':>2}{'fwd ms':>8}{'torch':>7}{'ort':>7}"
+          f"{'fwd':>6}{'dx':>6}{'dw':>6}")
+    worst = {k: [] for k in KINDS}
+    for i in rows:
+        s = shapes[i]
+
+        def med(side, k):
+            return float(np.median([r[i][k] for r in runs[side] if r[i] is not None]))
+        ours = {k: med("ours", k) for k in KINDS}
+        torch_ = {k: med("torch", k) for k in KINDS}
+        ort_fwd = med("ort", "fwd") if "ort" in runs else float("inf")
+        best = {"fwd": min(torch_["fwd"], ort_fwd), "dx": torch_["dx"], "dw": torch_["dw"]}
+        ratio = {k: best[k] / ours[k] for k in KINDS}
+        for k in KINDS:
+            worst[k].append(ratio[k])
+        print(f"{s['model']:<22}{'x'.join(map(str, s['x'])):<18}"
+              f"{'x'.join(map(str, s['w'])):<14}{s['stride'][0]:>2}{ours['fwd'] * 1e3:>8.3f}"
+              f"{torch_['fwd'] * 1e3:>7.3f}{ort_fwd * 1e3:>7.3f}"
+              + "".join(f"{ratio[k]:>6.2f}" for k in KINDS))
+    print("min ratio: " + ", ".join(f"{k} {min(v):.2f}" for k, v in worst.items())
+          + "; median: " + ", ".join(f"{k} {np.median(v):.2f}" for k, v in worst.items()))
+
+
 def _spawn(which, names, repeat):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", which, "--models",
            ",".join(names), "--repeat", str(repeat)]
@@ -154,12 +258,12 @@ def main(argv=None):
     ap.add_argument("--models", default="cnn,cnn-example,resnet,xception")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=20, help="timed calls per kernel and round")
-    ap.add_argument("--worker", choices=("ours", "torch"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=("ours", "torch", "ort"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     names = [n for n in args.models.split(",") if n]
     shapes = conv_shapes(names)
     if args.worker:
-        fn = worker_ours if args.worker == "ours" else worker_torch
+        fn = {"ours": worker_ours, "torch": worker_torch, "ort": worker_ort}[args.worker]
         print(json.dumps(fn(shapes, args.repeat)))
         return
     try:
@@ -167,6 +271,8 @@ def main(argv=None):
         sides = ("ours", "torch")
     except ImportError:
         sides = ("ours",)
+    if any(s["groups"] > 1 for s in shapes) and "torch" in sides:
+        sides += ("ort",)
     runs = {k: [] for k in sides}
     for _ in range(args.rounds):
         for k in sides:
@@ -202,6 +308,7 @@ def main(argv=None):
     if "torch" in sides and total["torch"][0]:
         print(f"sum over shapes torch can run: ours {total['ours'][1] * 1e3:.2f} ms, torch "
               f"{total['torch'][0] * 1e3:.2f} ms, ratio {total['ours'][1] / total['torch'][0]:.2f}")
+    _print_grouped(shapes, runs)
 
 
 if __name__ == "__main__":

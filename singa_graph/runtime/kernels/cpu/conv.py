@@ -18,7 +18,7 @@ import numpy as np
 
 from ....runtime import threads
 from ...registry import carve, carved_bytes, kernel
-from . import blas, conv_loops as loops
+from . import blas, conv_loops as loops, depthwise
 from .epilogue import act_args, act_code
 
 
@@ -214,5 +214,5 @@ def _staged(ws_fn, factory):
 for _name, _ws, _factory in (("Conv2d", _conv_ws, conv2d),
                              ("Conv2dGradInput", _grad_input_ws, conv2d_grad_input),
                              ("Conv2dGradWeight", _grad_weight_ws, conv2d_grad_weight)):
-    _w, _f = _staged(_ws, _factory)
+    _w, _f = _staged(*depthwise.dispatch(_name, _ws, _factory))
     kernel(_name, workspace=_w)(_f)

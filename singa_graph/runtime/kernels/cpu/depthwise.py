@@ -1,0 +1,189 @@
+"""Direct kernels for depthwise and small-group convolutions (forward, dx, dW).
+
+A grouped conv whose groups see few input channels each (depthwise: one) does little work
+per group, so im2col + one small GEMM per group (conv.py) spends its time copying and in
+GEMM call overhead. These kernels compute such convs directly on NCHW planes, row by row
+(depthwise_loops.py), for any kernel size, stride, padding and dilation:
+
+* forward: each output plane is the sum of its group's input planes correlated with their
+  kernels (bias and fused ReLU applied on the way);
+* input gradient, stride 1: the same correlation, of ``dy`` with the kernels flipped and
+  padded by ``dilation*(k-1) - pad``; strided: tap-by-tap adds into the input plane;
+* weight gradient: per output channel, products summed column-wise into per-thread rows of
+  planned workspace, then reduced.
+
+Each output plane is written by one thread in a fixed order, so the results do not depend
+on the thread count. :func:`direct` says which convs take this path; :func:`dispatch` wraps
+conv.py's (workspace, factory) pairs so that they do.
+"""
+import numpy as np
+
+from ....runtime import threads
+from ...registry import carve, carved_bytes
+from . import depthwise_loops as loops
+from .epilogue import act_args, act_code, conv_epilogue
+
+# Input channels per group up to which convs run on the direct kernels. Only depthwise
+# (1) has been measured against im2col + GEMM per group so far; the kernels are correct
+# for any width (tests/ops/test_depthwise.py runs them at 2 and 8).
+MAX_GROUP_WIDTH = 1
+
+
+def direct(op, w_shape) -> bool:
+    """Whether the conv ``op`` with weight shape ``w_shape`` runs on the direct kernels
+    (grouped, narrow groups, the same stride in both directions)."""
+    return (op.groups > 1 and len(w_shape) == 4 and w_shape[1] <= MAX_GROUP_WIDTH
+            and op.stride[0] == op.stride[1])
+
+
+def _geo(op, w_shape):
+    (s, _), (pt, pl, _, _), (dh, dw) = op.stride, op.padding, op.dilation
+    return (w_shape[2], w_shape[3], s, pt, pl, dh, dw)
+
+
+def _parts(planes):
+    return max(1, min(threads.num_threads(), planes))
+
+
+def _widths(w_shape, groups):
+    """``(cg, og)``: input and output channels per group."""
+    return w_shape[1], w_shape[0] // groups
+
+
+def _flat(a):
+    """``a`` as a 1-d *view* (a copy would leave the step reading stale data)."""
+    v = a.reshape(-1)
+    if v.size and not np.may_share_memory(v, a):
+        raise ValueError(f"kernel needs a contiguous array, got strides {a.strides} for "
+                         f"shape {a.shape}")
+    return v
+
+
+def _dims(src, dst):
+    """``(N, C_src, H_src, W_src, C_dst, H_dst, W_dst)``."""
+    return tuple(int(v) for v in (*src.shape, *dst.shape[1:]))
+
+
+def _plan(op, kind, dy_shape, w_shape, x_shape):
+    """``(geo, dims, parts, per-part workspace elements)`` of one conv kernel; ``kind`` is
+    "fwd", "dx" (stride 1: a transposed correlation), "dx_strided" or "dw"."""
+    kh, kw, s, pt, pl, dh, dw = _geo(op, w_shape)
+    cg = w_shape[1]
+    n, ho, wo = dy_shape[0], dy_shape[2], dy_shape[3]
+    if kind == "dx":
+        geo = (kh, kw, 1, dh * (kh - 1) - pt, dw * (kw - 1) - pl, dh, dw)
+        dims = (n, dy_shape[1], ho, wo, x_shape[1], x_shape[2], x_shape[3])
+        hp, wp, ln = loops.pitch(kh, kw, 1, dh, dw, x_shape[2], x_shape[3])
+    else:
+        geo = (kh, kw, s, pt, pl, dh, dw)
+        dims = (n, x_shape[1], x_shape[2], x_shape[3], dy_shape[1], ho, wo)
+        hp, wp, ln = loops.pitch(kh, kw, s, dh, dw, ho, wo)
+    planes = {"fwd": n * dy_shape[1], "dx": n * x_shape[1], "dx_strided": n * x_shape[1],
+              "dw": w_shape[0]}[kind]
+    per = hp * wp + ln + (cg * kh * kw * ln + loops.LANES if kind == "dw" else 0)
+    return geo, tuple(int(v) for v in dims), _parts(planes), int(per)
+
+
+def _spec(plan, dtype):
+    _, _, parts, per = plan
+    return (parts, per), np.dtype(dtype)
+
+
+def _dx_kind(op):
+    return "dx" if op.stride == (1, 1) else "dx_strided"
+
+
+def _conv_ws(op, ins, outs):
+    return carved_bytes(_spec(_plan(op, "fwd", outs[0].shape, ins[1].shape, ins[0].shape),
+                              outs[0].dtype))
+
+
+def conv2d(op, ins, outs, ws):
+    x, w = ins[0], ins[1]
+    (y,) = outs
+    has_res = bool(getattr(op, "residual", False))
+    has_bias = len(ins) - has_res == 3
+    bias = ins[2] if has_bias else _flat(w)[:0]
+    relu = bool(getattr(op, "relu", False))
+    cg, og = _widths(w.shape, op.groups)
+    plan = _plan(op, "fwd", y.shape, w.shape, x.shape)
+    (scratch,) = carve(ws, _spec(plan, y.dtype))
+    args = (_flat(x), _flat(w), _flat(y), False, plan[0], plan[1], cg, og, bias, has_bias,
+            relu, scratch, plan[2])
+    act = act_code(op)
+    if not (has_res or act):
+        return lambda: loops.correlate(*args)
+    # the inference passes' epilogue (residual add, activation) over the finished output,
+    # as rows of one (N*O, H*W) block: the bias is already in
+    rows = (y.shape[0] * y.shape[1], y.shape[2] * y.shape[3])
+    y2 = y.reshape(rows)
+    res2 = ins[-1].reshape(rows) if has_res else y2
+    alpha, beta, k = act_args(op, y.dtype)
+
+    def step():
+        loops.correlate(*args)
+        conv_epilogue(y2, bias, False, res2, has_res, act, alpha, beta, k)
+    return step
+
+
+def _grad_input_ws(op, ins, outs):
+    plan = _plan(op, _dx_kind(op), ins[0].shape, ins[1].shape, outs[0].shape)
+    return carved_bytes(_spec(plan, outs[0].dtype))
+
+
+def conv2d_grad_input(op, ins, outs, ws):
+    dy, w = ins
+    (dx,) = outs
+    cg, og = _widths(w.shape, op.groups)
+    kind = _dx_kind(op)
+    plan = _plan(op, kind, dy.shape, w.shape, dx.shape)
+    (scratch,) = carve(ws, _spec(plan, dx.dtype))
+    if kind == "dx":
+        # dx[iy, ix] = sum_{i,j} w[i, j] dy[iy + pt - i*dh, ix + pl - j*dw]: a correlation
+        # of dy with the flipped kernel, padded by dilation*(k-1) - pad
+        args = (_flat(dy), _flat(w), _flat(dx), True, plan[0], plan[1], cg, og,
+                _flat(w)[:0], False, False, scratch, plan[2])
+        return lambda: loops.correlate(*args)
+    args = (_flat(dy), _flat(w), _flat(dx), plan[0], plan[1], cg, og, scratch, plan[2])
+    return lambda: loops.grad_input_strided(*args)
+
+
+def _grad_weight_ws(op, ins, outs):
+    plan = _plan(op, "dw", ins[0].shape, outs[0].shape, ins[1].shape)
+    return carved_bytes(_spec(plan, outs[0].dtype))
+
+
+def conv2d_grad_weight(op, ins, outs, ws):
+    dy, x = ins
+    (dw,) = outs
+    cg, og = _widths(dw.shape, op.groups)
+    plan = _plan(op, "dw", dy.shape, dw.shape, x.shape)
+    (scratch,) = carve(ws, _spec(plan, dw.dtype))
+    args = (_flat(dy), _flat(x), _flat(dw), plan[0], plan[1], cg, og, scratch, plan[2])
+    return lambda: loops.grad_weight(*args)
+
+
+def _weight_shape(name, ins, outs):
+    return tuple(outs[0].shape) if name == "Conv2dGradWeight" else tuple(ins[1].shape)
+
+
+_DIRECT = {"Conv2d": (_conv_ws, conv2d), "Conv2dGradInput": (_grad_input_ws, conv2d_grad_input),
+           "Conv2dGradWeight": (_grad_weight_ws, conv2d_grad_weight)}
+
+
+def dispatch(name, workspace, factory):
+    """``(workspace, factory)`` of op ``name`` that run the direct kernels on the convs
+    :func:`direct` accepts and ``workspace``/``factory`` (im2col + GEMM) on the others."""
+    d_ws, d_factory = _DIRECT[name]
+
+    def ws_fn(op, ins, outs):
+        if not direct(op, _weight_shape(name, ins, outs)) or len(ins[0].shape) != 4:
+            return workspace(op, ins, outs)
+        return d_ws(op, ins, outs)
+
+    def make(op, ins, outs, ws):
+        if not direct(op, _weight_shape(name, ins, outs)) or len(ins[0].shape) != 4:
+            return factory(op, ins, outs, ws)
+        return d_factory(op, ins, outs, ws)
+
+    return ws_fn, make

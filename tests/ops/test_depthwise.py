@@ -1,0 +1,146 @@
+"""Direct depthwise / narrow-group convolution kernels (runtime/kernels/cpu/depthwise.py):
+forward, input gradient and weight gradient against PyTorch and a plain numpy reference,
+float64 finite differences, graph == eager, and independence from the thread count."""
+import numpy as np
+import pytest
+
+from singa_graph import ops
+from singa_graph.runtime.kernels.cpu import depthwise
+from helpers import check_grad, eager, graph_matches_eager
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+rng = np.random.default_rng(7)
+
+# (N, C, multiplier, H, W, k, stride, pad, dilation): groups == C, O == multiplier * C
+DEPTHWISE = [
+    (1, 4, 1, 7, 9, 3, 1, 1, 1),
+    (2, 3, 1, 8, 8, 3, 2, 1, 1),
+    (3, 5, 1, 9, 7, 3, 2, 0, 1),     # odd sizes, unpadded, stride 2
+    (2, 4, 1, 6, 6, 3, 1, 2, 2),     # dilated
+    (1, 3, 1, 11, 10, 5, 1, 2, 1),
+    (2, 2, 1, 9, 9, 5, 2, 2, 1),
+    (1, 3, 1, 12, 11, 7, 1, 3, 1),
+    (2, 2, 1, 10, 13, 7, 2, 3, 1),
+    (2, 3, 2, 6, 5, 3, 1, 1, 1),     # channel multiplier 2
+    (1, 2, 3, 7, 7, 5, 2, 1, 1),     # multiplier 3, stride 2, pad smaller than k//2
+    (1, 4, 1, 2, 2, 3, 1, 1, 1),     # 2x2 planes (the last blocks of mobilenets)
+    (2, 3, 1, 3, 3, 3, 2, 4, 1),     # pad larger than the kernel: rows of zeros
+    (1, 2, 1, 5, 5, 3, 1, 3, 1),     # pad > dilation*(k-1): the dx correlation crops
+]
+
+
+def _torch_all(x, W, b, dy, s, p, d, g):
+    tx, tw = (torch.tensor(v, requires_grad=True) for v in (x, W))
+    ty = F.conv2d(tx, tw, None if b is None else torch.tensor(b), s, p, d, g)
+    ty.backward(torch.tensor(dy))
+    return ty.detach().numpy(), tx.grad.numpy(), tw.grad.numpy()
+
+
+def _ours_all(x, W, b, dy, s, p, d, g):
+    a = dict(stride=s, padding=p, dilation=d, groups=g)
+    y = eager(lambda *t: ops.conv2d(*t, **a), *([x, W] if b is None else [x, W, b]))
+    dx = eager(lambda u, v: ops.Conv2dGradInput(**a, x_shape=x.shape)(u, v), dy, W)
+    dw = eager(lambda u, v: ops.Conv2dGradWeight(**a, w_shape=W.shape)(u, v), dy, x)
+    return y, dx, dw
+
+
+def _case(case, dtype, cg=1):
+    n, c, m, h, w, k, s, p, d = case
+    g = c // cg
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    W = rng.standard_normal((m * g, cg, k, k)).astype(dtype)
+    b = rng.standard_normal(m * g).astype(dtype)
+    y = ops.Conv2d(s, p, d, g).output_shape(x.shape, W.shape)
+    dy = rng.standard_normal(y).astype(dtype)
+    return x, W, b, dy, (s, p, d, g)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", DEPTHWISE)
+def test_depthwise_matches_torch(case, dtype):
+    x, W, b, dy, a = _case(case, dtype)
+    assert depthwise.direct(ops.Conv2d(*a), W.shape)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for bias in (b, None):
+        for got, want in zip(_ours_all(x, W, bias, dy, *a), _torch_all(x, W, bias, dy, *a)):
+            assert got.dtype == dtype
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10)
+
+
+# (N, C, multiplier, H, W, k, stride, pad, dilation) with C / groups input channels each
+GROUPED = [(2, 16, 1, 7, 7, 3, 1, 1, 1), (1, 16, 2, 8, 9, 3, 2, 1, 1),
+           (2, 16, 1, 6, 6, 5, 1, 2, 1)]
+
+
+@pytest.mark.parametrize("cg", [2, 8])
+@pytest.mark.parametrize("case", GROUPED)
+def test_narrow_groups_on_the_direct_kernels_match_torch(case, cg, monkeypatch):
+    monkeypatch.setattr(depthwise, "MAX_GROUP_WIDTH", 8)
+    x, W, b, dy, a = _case(case, np.float64, cg)
+    assert depthwise.direct(ops.Conv2d(*a), W.shape)
+    for got, want in zip(_ours_all(x, W, b, dy, *a), _torch_all(x, W, b, dy, *a)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-11)
+
+
+def _numpy_depthwise(x, W, s, p, d):
+    """Depthwise conv by padding and slicing in plain numpy (groups == C)."""
+    n, c, h, w = x.shape
+    o, _, kh, kw = W.shape
+    m = o // c
+    xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+    ho = (h + 2 * p - d * (kh - 1) - 1) // s + 1
+    wo = (w + 2 * p - d * (kw - 1) - 1) // s + 1
+    y = np.zeros((n, o, ho, wo), x.dtype)
+    for oc in range(o):
+        for i in range(kh):
+            for j in range(kw):
+                tap = xp[:, oc // m, i * d:i * d + s * (ho - 1) + 1:s,
+                         j * d:j * d + s * (wo - 1) + 1:s]
+                y[:, oc] += W[oc, 0, i, j] * tap
+    return y
+
+
+@pytest.mark.parametrize("case", DEPTHWISE[:6] + DEPTHWISE[8:10])
+def test_depthwise_forward_matches_numpy(case):
+    x, W, _, _, (s, p, d, g) = _case(case, np.float64)
+    got = eager(lambda *t: ops.conv2d(*t, stride=s, padding=p, dilation=d, groups=g), x, W)
+    np.testing.assert_allclose(got, _numpy_depthwise(x, W, s, p, d), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", [DEPTHWISE[0], DEPTHWISE[2], DEPTHWISE[3], DEPTHWISE[9],
+                                  DEPTHWISE[11]])
+def test_depthwise_gradients(case):
+    n, c, m, h, w, k, s, p, d = case
+    x, W, b, _, (s, p, d, g) = _case((min(n, 2), c, m, min(h, 6), min(w, 6), k, s, p, d),
+                                     np.float64)
+    check_grad(lambda *t: ops.conv2d(*t, stride=s, padding=p, dilation=d, groups=g), x, W, b)
+
+
+def test_depthwise_grad_ops_are_differentiable():
+    x, W, _, dy, a = _case((2, 3, 2, 5, 5, 3, 2, 1, 1), np.float64)
+    attrs = dict(zip(("stride", "padding", "dilation", "groups"), a))
+    check_grad(lambda u, v: ops.Conv2dGradInput(**attrs, x_shape=x.shape)(u, v), dy, W)
+    check_grad(lambda u, v: ops.Conv2dGradWeight(**attrs, w_shape=W.shape)(u, v), dy, x)
+
+
+@pytest.mark.parametrize("case", [DEPTHWISE[1], DEPTHWISE[8]])
+def test_depthwise_graph_matches_eager(case):
+    x, W, b, _, (s, p, d, g) = _case(case, np.float32)
+    graph_matches_eager(lambda *t: ops.conv2d(*t, stride=s, padding=p, dilation=d, groups=g),
+                        x, W, b)
+
+
+def test_depthwise_results_do_not_depend_on_thread_count(monkeypatch):
+    x, W, b, dy, a = _case((3, 5, 2, 7, 6, 3, 1, 1, 1), np.float32)
+    monkeypatch.setattr(depthwise.threads, "num_threads", lambda: 1)
+    one = _ours_all(x, W, b, dy, *a)
+    monkeypatch.setattr(depthwise.threads, "num_threads", lambda: 3)
+    for got, want in zip(_ours_all(x, W, b, dy, *a), one):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_unequal_strides_and_wide_groups_keep_im2col():
+    assert not depthwise.direct(ops.Conv2d((2, 1), 1, 1, 4), (4, 1, 3, 3))
+    assert not depthwise.direct(ops.Conv2d(1, 1, 1, 2), (8, 16, 3, 3))
+    assert not depthwise.direct(ops.Conv2d(1, 1, 1, 1), (8, 1, 3, 3))
