@@ -80,7 +80,7 @@ def test_fused_relu_epilogue():
 def test_algorithm_choice():
     c3 = ops.Conv2d(1, 1)
     assert c3.algo == "auto"
-    big, small = ((8, 64, 8, 8), (64, 64, 3, 3)), ((8, 3, 32, 32), (16, 3, 3, 3))
+    big, small = ((8, 128, 8, 8), (128, 128, 3, 3)), ((8, 64, 16, 16), (64, 64, 3, 3))
     assert winograd.chosen(c3, *big, np.float32)
     assert not winograd.chosen(c3, *small, np.float32)  # too few channels to pay
     assert winograd.chosen(ops.Conv2d(1, 1, algo="winograd"), *small, np.float32)
