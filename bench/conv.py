@@ -8,7 +8,10 @@ the weight gradient: singa_graph's CPU kernels (bound once to their planned work
 in a plan) and PyTorch's (``torch.nn.functional.conv2d`` and
 ``torch.ops.aten.convolution_backward`` for one gradient at a time). Each framework runs
 alone in its own process, the processes alternate for ``--rounds`` rounds, and the figure
-is the median over all rounds. GFLOP/s counts 2*N*O*(C/groups)*kh*kw*Ho*Wo per kernel.
+is the median over all rounds. GFLOP/s counts 2*N*O*(C/groups)*kh*kw*Ho*Wo per kernel
+(the direct algorithm's count, also for Winograd's, so the figures compare as speeds).
+``--algo`` sets our convs' algorithm (``auto``: Winograd for the stride-1 3x3 convs with
+enough channels; ``direct``: im2col + GEMM everywhere), to compare the two.
 
 The grouped (depthwise) convs of torchvision's mobilenet_v2 and efficientnet_b0 come as
 ``mobilenet_v2``/``efficientnet_b0`` (batch 2 at 64x64, the inference shapes of
@@ -18,6 +21,7 @@ ONNX Conv with ``group=C``), and each row prints our GFLOP/s over the best of
 PyTorch's (oneDNN) and onnxruntime's.
 
     python bench/conv.py [--models cnn,resnet,xception,mobilenet_v2] [--rounds 3] [--repeat 20]
+                         [--algo auto|direct|winograd]
 """
 from __future__ import annotations
 
@@ -126,7 +130,7 @@ def _time(fn, repeat) -> float:
     return float(np.median(ts))
 
 
-def worker_ours(shapes, repeat) -> list:
+def worker_ours(shapes, repeat, algo="auto") -> list:
     from singa_graph import ops
     from singa_graph.runtime.registry import bind, workspace_bytes
 
@@ -136,11 +140,12 @@ def worker_ours(shapes, repeat) -> list:
         a = (s["stride"], s["padding"], s["dilation"], s["groups"])
         x = rng.standard_normal(s["x"]).astype(np.float32)
         w = rng.standard_normal(s["w"]).astype(np.float32)
-        fwd = ops.Conv2d(*a)
+        fwd = ops.Conv2d(*a, algo=algo)
         y = np.empty(fwd.output_shape(x.shape, w.shape), np.float32)
         dy = rng.standard_normal(y.shape).astype(np.float32)
         cases = [(fwd, [x, w], [y]),
-                 (ops.Conv2dGradInput(*a, x_shape=x.shape), [dy, w], [np.empty_like(x)]),
+                 (ops.Conv2dGradInput(*a, x_shape=x.shape, algo=algo), [dy, w],
+                  [np.empty_like(x)]),
                  (ops.Conv2dGradWeight(*a, w_shape=w.shape), [dy, x], [np.empty_like(w)])]
         row = {}
         for kind, (op, ins, outs) in zip(KINDS, cases):
@@ -244,9 +249,9 @@ def _print_grouped(shapes, runs):
           + "; median: " + ", ".join(f"{k} {np.median(v):.2f}" for k, v in worst.items()))
 
 
-def _spawn(which, names, repeat):
+def _spawn(which, names, repeat, algo):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", which, "--models",
-           ",".join(names), "--repeat", str(repeat)]
+           ",".join(names), "--repeat", str(repeat), "--algo", algo]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(f"{which} worker failed:\n{r.stderr[-3000:]}")
@@ -258,13 +263,18 @@ def main(argv=None):
     ap.add_argument("--models", default="cnn,cnn-example,resnet,xception")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=20, help="timed calls per kernel and round")
+    ap.add_argument("--algo", default="auto", choices=("auto", "direct", "winograd"),
+                    help="our convs' algorithm")
     ap.add_argument("--worker", choices=("ours", "torch", "ort"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     names = [n for n in args.models.split(",") if n]
     shapes = conv_shapes(names)
     if args.worker:
-        fn = {"ours": worker_ours, "torch": worker_torch, "ort": worker_ort}[args.worker]
-        print(json.dumps(fn(shapes, args.repeat)))
+        if args.worker == "ours":
+            res = worker_ours(shapes, args.repeat, args.algo)
+        else:
+            res = {"torch": worker_torch, "ort": worker_ort}[args.worker](shapes, args.repeat)
+        print(json.dumps(res))
         return
     try:
         import torch  # noqa: F401
@@ -277,9 +287,10 @@ def main(argv=None):
     for _ in range(args.rounds):
         for k in sides:
             time.sleep(0.5)
-            runs[k].append(_spawn(k, names, args.repeat))
+            runs[k].append(_spawn(k, names, args.repeat, args.algo))
     print(f"{time.strftime('%Y-%m-%d')}; {os.cpu_count()} cpus; median ms over {args.rounds} "
-          f"alternating rounds x {args.repeat} calls, each framework alone in its process")
+          f"alternating rounds x {args.repeat} calls, each framework alone in its process; "
+          f"algo {args.algo}")
     head = f"{'model':<12}{'x':<18}{'w':<16}{'s':>2}{'g':>4}"
     for k in KINDS:
         head += f"{k + ' ms':>9}{'GF/s':>6}" + (f"{'torch':>7}{'GF/s':>6}" if "torch" in sides

@@ -18,12 +18,15 @@ class Conv2d(Layer):
     (positionally or by keyword). ``padding`` is an int, ``(ph, pw)`` or SINGA's
     ``(top, bottom, left, right)``; ``pad_mode`` ``SAME_UPPER``/``SAME_LOWER`` computes it.
     ``activation="RELU"`` appends a ReLU. W ~ N(0, 2 / (in/group*kh*kw + out)) as SINGA.
+    ``algo`` picks the CPU algorithm: ``"auto"`` (Winograd for stride-1 3x3 convs of >= 128 channels),
+    ``"direct"`` (im2col + GEMM, exact as im2col rounds) or ``"winograd"``.
     """
 
     def __init__(self, nb_kernels=None, kernel_size=None, *args, stride=1, padding=0,
                  dilation=1, group=1, bias=True, pad_mode="NOTSET", activation="NOTSET",
-                 in_channels=None, out_channels=None, groups=None, name=None):
+                 in_channels=None, out_channels=None, groups=None, name=None, algo="auto"):
         super().__init__(name)
+        self.algo = _ops.conv.algo_name(algo)
         if args:  # SINGA 2: (in, out, k, stride, padding, dilation, group, bias)
             in_channels, nb_kernels, kernel_size = nb_kernels, kernel_size, args[0]
             extra = list(args[1:]) + [None] * 5
@@ -75,7 +78,7 @@ class Conv2d(Layer):
 
     def forward(self, x):
         y = _ops.conv2d(x, self.W, self.b if self.bias else None, self.stride, self.padding,
-                        self.dilation, self.group)
+                        self.dilation, self.group, algo=self.algo)
         if self.activation == "RELU":
             y = _ops.relu(y)
         return y

@@ -42,6 +42,17 @@ def out_size(n, k, s, d, p0, p1) -> int:
     return (n + p0 + p1 - d * (k - 1) - 1) // s + 1
 
 
+ALGOS = ("auto", "direct", "winograd")
+
+
+def algo_name(algo) -> str:
+    """A conv algorithm: ``"direct"`` (im2col + GEMM), ``"winograd"`` (F(4x4, 3x3) where it
+    applies: stride-1 3x3 convs, see runtime/kernels/cpu/winograd.py) or ``"auto"``."""
+    if algo not in ALGOS:
+        raise ValueError(f"conv algo must be one of {ALGOS}, got {algo!r}")
+    return algo
+
+
 class _ConvBase(Operation):
     def __init__(self, stride=1, padding=0, dilation=1, groups=1):
         self.stride = pair(stride, "stride")
@@ -86,14 +97,17 @@ class Conv2d(_ConvBase):
     tensor shaped like ``y`` (a residual Add), and ``act`` applies ``'relu'``, ``'relu6'``,
     ``'hardswish'`` (HardSigmoid constants ``act_args``) or ``'silu'`` after it. ``relu=True``
     is ``act='relu'``. ``folded`` names what was folded into the weights (``'BatchNorm'``).
+    ``algo`` (see :func:`algo_name`) picks the CPU kernel; the input gradient inherits it.
+    ``"auto"`` may round differently from ``"direct"`` (Winograd).
     """
 
     ACTS = {"": "", "relu": "ReLU", "relu6": "ReLU6", "hardswish": "HardSwish",
             "silu": "SiLU"}
 
     def __init__(self, stride=1, padding=0, dilation=1, groups=1, relu=False, act="",
-                 residual=False, act_args=(1.0 / 6.0, 0.5)):
+                 residual=False, act_args=(1.0 / 6.0, 0.5), algo="auto"):
         super().__init__(stride, padding, dilation, groups)
+        self.algo = algo_name(algo)
         self.act = "relu" if relu else str(act)
         if self.act not in self.ACTS:
             raise UnsupportedOpError(f"Conv2d epilogue activation {act!r} is not one of "
@@ -159,7 +173,8 @@ class Conv2d(_ConvBase):
         x, w = inputs[:2]
         dy = dys[0]
         a = self._conv_attrs()
-        grads = [Conv2dGradInput(*a, x_shape=x.shape)(dy, w) if needs[0] else None,
+        grads = [Conv2dGradInput(*a, x_shape=x.shape, algo=self.algo)(dy, w) if needs[0]
+                 else None,
                  Conv2dGradWeight(*a, w_shape=w.shape)(dy, x) if needs[1] else None]
         if len(inputs) == 3:
             grads.append(_sum(dy, (0, 2, 3)) if needs[2] else None)
@@ -173,9 +188,10 @@ class Conv2dGradInput(_ConvBase):
     the same output height).
     """
 
-    def __init__(self, stride=1, padding=0, dilation=1, groups=1, x_shape=()):
+    def __init__(self, stride=1, padding=0, dilation=1, groups=1, x_shape=(), algo="auto"):
         super().__init__(stride, padding, dilation, groups)
         self.x_shape = tuple(int(s) for s in x_shape)
+        self.algo = algo_name(algo)
 
     def infer(self, dy, w):
         need_float(dy, w)
@@ -190,7 +206,7 @@ class Conv2dGradInput(_ConvBase):
         dy, w = inputs
         g = dys[0]
         a = self._conv_attrs()
-        return [Conv2d(*a)(g, w) if needs[0] else None,
+        return [Conv2d(*a, algo=self.algo)(g, w) if needs[0] else None,
                 Conv2dGradWeight(*a, w_shape=w.shape)(dy, g) if needs[1] else None]
 
 
@@ -218,10 +234,11 @@ class Conv2dGradWeight(_ConvBase):
                 Conv2dGradInput(*a, x_shape=x.shape)(dy, g) if needs[1] else None]
 
 
-def conv2d(x, W, b=None, stride=1, padding=0, dilation=1, groups=1):
+def conv2d(x, W, b=None, stride=1, padding=0, dilation=1, groups=1, algo="auto"):
     """2-d convolution of NCHW ``x`` with ``W`` ``(O, C/groups, kh, kw)`` plus optional bias.
 
-    ``padding`` is an int, ``(ph, pw)`` or ONNX ``(top, left, bottom, right)``.
+    ``padding`` is an int, ``(ph, pw)`` or ONNX ``(top, left, bottom, right)``. ``algo``:
+    ``"auto"``, ``"direct"`` (im2col's rounding) or ``"winograd"`` (see :class:`Conv2d`).
     """
-    op = Conv2d(stride, padding, dilation, groups)
+    op = Conv2d(stride, padding, dilation, groups, algo=algo)
     return op(x, W) if b is None else op(x, W, b)

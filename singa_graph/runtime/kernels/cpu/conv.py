@@ -18,7 +18,7 @@ import numpy as np
 
 from ....runtime import threads
 from ...registry import carve, carved_bytes, kernel
-from . import blas, conv_loops as loops, depthwise
+from . import blas, conv_loops as loops, depthwise, winograd
 from .epilogue import act_args, act_code
 
 
@@ -69,11 +69,15 @@ def _carve(ws, like, *specs):
 
 # ---------------------------------------------------------------------------- forward
 def _conv_ws(op, ins, outs):
+    if winograd.chosen(op, ins[0].shape, ins[1].shape, outs[0].dtype):
+        return winograd.forward_workspace(op, ins, outs)
     return carved_bytes(_geom(op, ins[0], ins[1], outs[0]).cols_spec())
 
 
 def conv2d(op, ins, outs, ws):
     x, w = ins[0], ins[1]
+    if winograd.chosen(op, x.shape, w.shape, outs[0].dtype):
+        return winograd.forward(op, ins, outs, ws)
     (y,) = outs
     gm = _geom(op, x, w, y)
     w3 = _view(w, (gm.g, gm.og, gm.k))
@@ -105,13 +109,15 @@ def _flip_plan(op, w):
     if op.stride != (1, 1) or min(pads) < 0 or og > cg or (kh == kw == 1 and not any(pads)):
         return None
     fwd = types.SimpleNamespace(type="Conv2d", stride=(1, 1), padding=pads,
-                                dilation=op.dilation, groups=g)
+                                dilation=op.dilation, groups=g, algo="direct")
     return fwd, (g * cg, og, kh, kw)
 
 
 def _grad_input_ws(op, ins, outs):
     dy, w = ins
     (dx,) = outs
+    if winograd.chosen(op, dx.shape, w.shape, dx.dtype):
+        return winograd.grad_input_workspace(op, ins, outs)
     flip = _flip_plan(op, w)
     if flip is not None:
         fwd, wt_shape = flip
@@ -123,6 +129,8 @@ def _grad_input_ws(op, ins, outs):
 def conv2d_grad_input(op, ins, outs, ws):
     dy, w = ins
     (dx,) = outs
+    if winograd.chosen(op, dx.shape, w.shape, dx.dtype):
+        return winograd.grad_input(op, ins, outs, ws)
     flip = _flip_plan(op, w)
     if flip is not None:
         fwd_op, wt_shape = flip
