@@ -25,9 +25,11 @@ it takes to wake a sleeping thread, but when another process wants a core, a spi
 holds it, and a thread that lost its core to that process is only scheduled again at the
 end of the other's time slice, so every parallel kernel waits for it (squeezenet inference
 ran 3.4x slower with one of two cores taken by a busy loop, onnxruntime 1.5x). A short spin
-(``GOMP_SPINCOUNT``, :data:`SPINCOUNT` rounds: some microseconds, enough to cover the gap
-between two kernels of a step) keeps the quiet speed and lets a thread sleep soon after the
-step, so that a busy machine gets its cores back and a woken thread runs at once. libgomp
+(``GOMP_SPINCOUNT``, :data:`SPINCOUNT` rounds: tens of microseconds, about the gap between
+two kernels of a step; libgomp itself drops to 100 rounds when it has more threads than
+cores) lets a thread sleep soon after its work, so that a busy machine gets its cores back
+and a woken thread runs at once. The price on a quiet machine is a wake-up (tens of
+microseconds) after every gap longer than the spin. libgomp
 reads this once, when it is loaded (when Numba starts its pool at the first parallel
 kernel), so it is set in the environment when singa_graph is imported; a user's own
 ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` wins (``OMP_WAIT_POLICY=passive``: sleep at once).
@@ -42,7 +44,7 @@ import os
 import threading
 
 #: libgomp spin rounds before an idle thread sleeps (its default is 300,000)
-SPINCOUNT = 10000
+SPINCOUNT = 1000
 _WAIT_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 #: environment variables that set a thread count; any of them set means "the user chose"
 _COUNT_VARS = ("SINGA_GRAPH_NUM_THREADS", "NUMBA_NUM_THREADS")
