@@ -142,8 +142,8 @@ def main(argv=None) -> None:
     cores = os.cpu_count()
     print(f"data-parallel step over MPI on one machine ({cores} cores), graph mode; times in "
           "ms (median, slowest rank), bytes in MiB per step and rank")
-    print(f"{'model':<8}{'ranks':>6}{'threads':>9}{'step':>11}{'exposed':>13}{'alone':>11}{'hidden':>9}"
-          f"{'buckets':>9}{'payload':>13}{'sent':>12}")
+    print(f"{'model':<8}{'ranks':>6}{'threads':>9}{'step':>11}{'exposed':>13}{'alone':>11}"
+          f"{'hidden':>9}{'buckets':>9}{'payload':>13}{'sent':>12}")
     verdicts = []
     for model in args.models.split(","):
         rows = {}
