@@ -9,6 +9,9 @@ For each model and each rank count (1, 2, 4 by default) this script launches
 ``mpiexec -n N python bench/dist.py --worker ...`` with the mpiexec of this interpreter's
 environment, and every worker reports:
 
+* threads: the threads each rank's kernels run on: its share of the machine's cores
+  (``cores // ranks on the host``, found from MPI's shared-memory communicator; see
+  singa_graph.dist.comm), unless ``SINGA_GRAPH_NUM_THREADS`` or ``NUMBA_NUM_THREADS`` is set;
 * step: the median wall-clock time of one training step (``model(x, y)``), slowest rank;
 * exposed: the median time per step spent blocked in the all-reduce waits (AllReduceWait),
   i.e. communication the backward did not hide (it includes waiting for a slower rank);
@@ -27,6 +30,9 @@ and the progress thread that drives in-flight all-reduces (see singa_graph.dist.
 less time. The last bucket (the first layers' gradients) has little or no backward left to
 hide behind. Numbers taken while other work runs on the machine are not comparable.
 
+Target: with as many ranks as cores (each rank one thread), the CNN step is at most
+``TARGET`` (2.2) times the one-rank step, which runs on every core.
+
     python bench/dist.py [--ranks 1,2,4] [--models cnn,resnet] [--steps 20] [--warmup 3]
                          [--threshold 4096]
 """
@@ -42,6 +48,7 @@ import time
 import numpy as np
 
 MODELS = {"cnn": ((1, 28, 28), 64), "resnet": ((3, 32, 32), 32)}
+TARGET = 2.2  # N ranks on N cores: step <= TARGET x the one-rank step
 
 
 def build(name: str):
@@ -88,7 +95,7 @@ def worker(args) -> None:
         alone.append(time.perf_counter() - t0)
     row = {"step": float(np.median(steps)), "exposed": float(np.median(waits)),
            "alone": float(np.median(alone)), "buckets": len(bufs),
-           "payload": int(sum(b.nbytes for b in bufs))}
+           "payload": int(sum(b.nbytes for b in bufs)), "threads": comm.num_threads}
     every = comm.comm.gather(row, root=0)
     if d.global_rank == 0:
         slow = max(every, key=lambda r: r["step"])
@@ -111,7 +118,7 @@ def report(model: str, r: dict) -> str:
     sent = 2 * (n - 1) / n * r["payload"]
     hidden = "n/a" if n == 1 or r["alone"] <= 0 else \
         f"{100 * min(1.0, max(0.0, 1 - r['exposed'] / r['alone'])):.0f}%"
-    return (f"{model:<8}{n:>6}{r['step'] * 1e3:>11.1f}{r['exposed'] * 1e3:>13.2f}"
+    return (f"{model:<8}{n:>6}{r['threads']:>9}{r['step'] * 1e3:>11.1f}{r['exposed'] * 1e3:>13.2f}"
             f"{r['alone'] * 1e3:>11.2f}{hidden:>9}{r['buckets']:>9}"
             f"{r['payload'] / 2**20:>13.3f}{sent / 2**20:>12.3f}")
 
@@ -135,11 +142,21 @@ def main(argv=None) -> None:
     cores = os.cpu_count()
     print(f"data-parallel step over MPI on one machine ({cores} cores), graph mode; times in "
           "ms (median, slowest rank), bytes in MiB per step and rank")
-    print(f"{'model':<8}{'ranks':>6}{'step':>11}{'exposed':>13}{'alone':>11}{'hidden':>9}"
-          f"{'buckets':>9}{'payload':>13}{'sent':>12}")
+    print(f"{'model':<8}{'ranks':>6}{'threads':>9}{'step':>11}{'exposed':>13}{'alone':>11}"
+          f"{'hidden':>9}{'buckets':>9}{'payload':>13}{'sent':>12}")
+    verdicts = []
     for model in args.models.split(","):
+        rows = {}
         for n in (int(k) for k in args.ranks.split(",")):
-            print(report(model, launch(model, n, args)), flush=True)
+            rows[n] = launch(model, n, args)
+            print(report(model, rows[n]), flush=True)
+        if model == "cnn" and 1 in rows and cores in rows:
+            ratio = rows[cores]["step"] / rows[1]["step"]
+            verdicts.append(f"target: cnn, {cores} ranks on {cores} cores <= {TARGET}x the "
+                            f"one-rank step: {ratio:.2f}x "
+                            f"{'ok' if ratio <= TARGET else 'MISS'}")
+    for v in verdicts:
+        print(v)
 
 
 if __name__ == "__main__":

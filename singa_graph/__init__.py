@@ -1,4 +1,6 @@
 """singa_graph: a define-then-run deep-learning graph compiler with SINGA-style APIs."""
+# first: the thread policy puts its wait policy in the environment before any pool starts
+from .runtime.threads import get_num_threads, set_num_threads  # noqa: F401
 from . import errors, ops  # noqa: F401  (ops registers every Operation)
 from .runtime import device as _device, registry as _registry  # noqa: F401  (bind the IR's runtime hooks)
 from . import tensor  # noqa: F401  (adds SINGA's Tensor methods: copy_from, l2, t[i], ...)

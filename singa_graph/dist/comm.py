@@ -26,6 +26,7 @@ import threading
 import time
 
 from ..errors import SingaGraphError
+from ..runtime import threads
 
 DEFAULT_TIMEOUT = 300.0
 _POLL_PEERS = 0.25  # seconds between liveness checks of same-host peers
@@ -70,6 +71,10 @@ class Communicator:
         world_size: number of processes.
         global_rank: this process's rank in ``comm``.
         local_rank: its rank among the processes on the same host.
+        local_size: the processes of ``comm`` on this host (MPI's shared-memory split).
+        num_threads: the threads this process's kernels run on: its share of the host's
+            cores, ``cores // local_size``, unless the user set a count (see
+            :func:`singa_graph.set_num_threads`).
     """
 
     def __init__(self, comm=None, timeout: float | None = None,
@@ -85,8 +90,11 @@ class Communicator:
         self.global_rank = self.comm.Get_rank()
         local = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.global_rank)
         self.local_rank = local.Get_rank()
+        self.local_size = local.Get_size()
         peers = local.allgather((self.global_rank, socket.gethostname(), os.getpid()))
         local.Free()
+        # ranks on one host split its cores: each runs its kernels on its share of them
+        self.num_threads = threads.share_host(self.local_size)
         me = socket.gethostname()
         self._local_peers = [(r, pid) for r, host, pid in peers
                              if host == me and r != self.global_rank]

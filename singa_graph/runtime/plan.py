@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import DeviceError, DTypeError, GraphError, ShapeError, StateUndefinedError
 from .checks import check_feed_values, check_indices, index_feed_checks
 from .device import get_default_device
+from . import threads
 from .registry import binder
 
 
@@ -202,6 +203,7 @@ class ExecutionPlan:
         fail after an earlier one wrote parameters, buffers or optimizer state,
         :class:`StateUndefinedError` says so. Concurrent calls run one after the other.
         """
+        threads.apply()  # Numba keeps its thread count per Python thread
         with self._lock, self.device.activate():
             self._load_feeds(feeds)
             if self.poison:

@@ -1,4 +1,4 @@
-"""One thread policy for the whole process: who uses the cores, and how.
+"""One thread policy for the whole process: who uses the cores, how many, and how they wait.
 
 A training step alternates GEMMs (BLAS) with loops (Numba). Left alone, OpenBLAS and Numba
 each keep a pool of one thread per core, and both pools busy-wait for a while after their
@@ -7,16 +7,32 @@ step of bench/step_time.py ran 2.7x slower that way). So, from the first kernel 
 the process on (compiled plan, eager Model or plain ``autograd`` code alike):
 
 * BLAS runs on one thread per call (set once, process-wide, with threadpoolctl);
-* every parallel kernel runs on Numba's thread pool, the only pool of the process:
-  GEMM-heavy kernels (convolutions, large matmuls) split their batch or their output into
-  ``num_threads()`` parts in a ``prange`` loop, each part calling single-threaded BLAS from
-  Numba on its own slice of planned workspace (runtime/kernels/cpu/blas.py), so every core
-  does GEMM; loops (pooling, BatchNorm, optimizer updates) use ``prange`` on the same
-  threads.
+* every parallel kernel runs on Numba's thread pool (its 'omp' layer: GNU OpenMP, libgomp),
+  the only pool of the process: GEMM-heavy kernels (convolutions, large matmuls) split their
+  batch or their output into ``num_threads()`` parts in a ``prange`` loop, each part calling
+  single-threaded BLAS from Numba on its own slice of planned workspace
+  (runtime/kernels/cpu/blas.py), so every core does GEMM; loops (pooling, BatchNorm,
+  optimizer updates) use ``prange`` on the same threads.
 
-With a single pool, its threads may wait for the next kernel by spinning briefly (OpenMP's
-default wait policy): waking a sleeping thread took 40-80 us on a 2-core VM, a spinning one
-about 2 us, and nothing else needs their cores meanwhile.
+How many threads: all of Numba's pool (``NUMBA_NUM_THREADS``, one per core by default),
+unless :func:`set_num_threads` or ``SINGA_GRAPH_NUM_THREADS`` says otherwise. Processes
+that share a host, such as MPI ranks, each take their share of its cores
+(:func:`share_host`, called by ``singa_graph.dist``), unless the user set a count.
+
+How they wait. Between kernels OpenMP threads spin for a while before they sleep. libgomp
+spins 300,000 rounds by default (milliseconds): on a quiet machine that saves the 40-80 us
+it takes to wake a sleeping thread, but when another process wants a core, a spinning thread
+holds it, and a thread that lost its core to that process is only scheduled again at the
+end of the other's time slice, so every parallel kernel waits for it (squeezenet inference
+ran 3.4x slower with one of two cores taken by a busy loop, onnxruntime 1.5x). A short spin
+(``GOMP_SPINCOUNT``, :data:`SPINCOUNT` rounds: tens of microseconds, about the gap between
+two kernels of a step; libgomp itself drops to 100 rounds when it has more threads than
+cores) lets a thread sleep soon after its work, so that a busy machine gets its cores back
+and a woken thread runs at once. The price on a quiet machine is a wake-up (tens of
+microseconds) after every gap longer than the spin. libgomp
+reads this once, when it is loaded (when Numba starts its pool at the first parallel
+kernel), so it is set in the environment when singa_graph is imported; a user's own
+``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` wins (``OMP_WAIT_POLICY=passive``: sleep at once).
 
 ``configure(blas_threads=None)`` before the first step leaves BLAS alone (for programs that
 need multi-threaded BLAS elsewhere); ``SINGA_GRAPH_BLAS_THREADS`` sets the same from the
@@ -27,8 +43,16 @@ from __future__ import annotations
 import os
 import threading
 
+#: libgomp spin rounds before an idle thread sleeps (its default is 300,000)
+SPINCOUNT = 1000
+_WAIT_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+#: environment variables that set a thread count; any of them set means "the user chose"
+_COUNT_VARS = ("SINGA_GRAPH_NUM_THREADS", "NUMBA_NUM_THREADS")
+
 _lock = threading.Lock()
-_policy = {"blas_threads": 1, "applied": False, "limiter": None}
+_local = threading.local()  # per Python thread: the policy generation applied to Numba
+_policy = {"blas_threads": 1, "applied": False, "limiter": None,
+           "num_threads": None, "chosen": False, "generation": 0}
 
 
 def _env_blas():
@@ -38,7 +62,27 @@ def _env_blas():
     return None if v.strip().lower() in ("", "none") else int(v)
 
 
+def _env_threads():
+    v = os.environ.get("SINGA_GRAPH_NUM_THREADS", "").strip()
+    return int(v) if v else None
+
+
+def set_wait_policy() -> bool:
+    """Put the short spin into the environment unless the user chose a wait policy.
+
+    Returns True when the environment now holds singa_graph's choice. Effective only before
+    libgomp is loaded (Numba's first parallel kernel); called when singa_graph is imported.
+    """
+    if any(v in os.environ for v in _WAIT_VARS):
+        return os.environ.get("GOMP_SPINCOUNT") == str(SPINCOUNT)
+    os.environ["GOMP_SPINCOUNT"] = str(SPINCOUNT)
+    return True
+
+
 _policy["blas_threads"] = _env_blas()
+_policy["num_threads"] = _env_threads()
+_policy["chosen"] = any(v in os.environ for v in _COUNT_VARS)
+set_wait_policy()
 
 
 def configure(blas_threads: int | None = 1) -> None:
@@ -56,10 +100,80 @@ def configure(blas_threads: int | None = 1) -> None:
     apply()
 
 
+def set_num_threads(n: int | None) -> None:
+    """Run every parallel kernel of this process on ``n`` threads (None: all of Numba's pool).
+
+    For every Python thread that runs kernels, from its next plan run or eager op on; plans
+    bound before split their work for the count they were bound with. ``n`` may not exceed
+    Numba's pool (``NUMBA_NUM_THREADS``, fixed when Numba is imported). An explicit count is
+    kept when processes later share the host (:func:`share_host`).
+    ``SINGA_GRAPH_NUM_THREADS`` in the environment sets the same at import.
+    """
+    _set_threads(n, chosen=True)
+
+
+def get_num_threads() -> int:
+    """Threads every parallel kernel of this process runs on."""
+    apply()
+    return num_threads()
+
+
+def share_host(local_processes: int) -> int:
+    """Take this process's share of the host's cores when ``local_processes`` processes of
+    one job (MPI ranks on one machine) run on it: ``cores // local_processes``, at least 1.
+
+    A count the user chose (:func:`set_num_threads`, ``SINGA_GRAPH_NUM_THREADS`` or
+    ``NUMBA_NUM_THREADS``) is kept. Returns the thread count in force.
+    """
+    if local_processes < 1:
+        raise ValueError(f"local_processes must be >= 1, got {local_processes!r}")
+    if not _policy["chosen"]:
+        _set_threads(max(1, available_cores() // int(local_processes)), chosen=False)
+    return get_num_threads()
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity), bounded by Numba's pool."""
+    import numba
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, int(numba.config.NUMBA_NUM_THREADS)))
+
+
+def _set_threads(n, chosen: bool) -> None:
+    import numba
+
+    if n is not None:
+        n = int(n)
+        pool = int(numba.config.NUMBA_NUM_THREADS)
+        if not 1 <= n <= pool:
+            raise ValueError(f"thread count must be between 1 and Numba's pool of {pool} "
+                             f"(NUMBA_NUM_THREADS), got {n}")
+    with _lock:
+        _policy["chosen"] = chosen or _policy["chosen"]
+        if n != _policy["num_threads"]:
+            _policy["num_threads"] = n
+            _policy["generation"] += 1
+    apply()
+
+
 def apply() -> None:
-    """Apply the policy once per process (cheap after the first call)."""
-    if _policy["applied"]:
-        return
+    """Apply the policy: once per process for BLAS, once per Python thread (and after every
+    change) for Numba's thread count, which Numba keeps per thread. Cheap when applied."""
+    if not _policy["applied"]:
+        _apply_blas()
+    if getattr(_local, "generation", -1) != _policy["generation"]:
+        import numba
+
+        n = _policy["num_threads"]
+        numba.set_num_threads(int(numba.config.NUMBA_NUM_THREADS) if n is None else n)
+        _local.generation = _policy["generation"]
+
+
+def _apply_blas() -> None:
     with _lock:
         if _policy["applied"]:
             return
@@ -87,7 +201,7 @@ def _load_numba_blas() -> None:
 
 
 def num_threads() -> int:
-    """Parts of a batch-parallel kernel: Numba's thread count."""
+    """Parts of a batch-parallel kernel: Numba's thread count in the calling thread."""
     import numba
 
     return max(1, int(numba.get_num_threads()))

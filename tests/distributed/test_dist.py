@@ -242,3 +242,29 @@ def test_a_killed_rank_under_plain_mpiexec_stops_the_job(tmp_path):
     while not _gone(pid) and time.time() - died < 30:
         time.sleep(0.1)
     assert _gone(pid) and time.time() - died < 10
+
+
+_REPORT_THREADS = """
+import numba
+from singa_graph.dist import Communicator
+from singa_graph.runtime import threads
+c = Communicator()
+print(c.global_rank, c.local_size, threads.available_cores(), c.num_threads,
+      numba.get_num_threads(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("user", [None, "2"])
+def test_ranks_on_one_host_share_its_cores_unless_the_user_chose(user):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "SINGA_GRAPH_NUM_THREADS")}
+    if user:
+        env["SINGA_GRAPH_NUM_THREADS"] = user
+    p = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-c", _REPORT_THREADS],
+                       capture_output=True, text=True, timeout=240, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = sorted(tuple(map(int, line.split())) for line in p.stdout.splitlines())
+    assert [r[0] for r in rows] == [0, 1]
+    for _, local, cores, mine, numba_threads in rows:
+        want = int(user) if user else max(1, cores // 2)
+        assert (local, mine, numba_threads) == (2, want, want)

@@ -5,6 +5,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 from threadpoolctl import threadpool_info
 
 from singa_graph import ops
@@ -63,16 +64,87 @@ def test_blas_threads_none_leaves_blas_alone():
     assert out.strip() == "[2]"
 
 
-def test_one_pool_openmp_threads_are_not_forced_to_sleep():
-    # every parallel kernel runs on Numba's pool, so its threads may spin between kernels
-    # (waking sleeping ones cost 40-80 us per kernel); the package must not force them off
-    out = _fresh("""
+def _fresh_env(code: str, **env) -> str:
+    """Run ``code`` in a fresh interpreter whose environment has no thread settings but
+    ``env``'s."""
+    import os
+
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "NUMBA_NUM_THREADS",
+                          "SINGA_GRAPH_NUM_THREADS", "OMP_NUM_THREADS")}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, check=True, timeout=120, env=dict(clean, **env)).stdout
+
+
+_RUN_A_KERNEL = """
+        import numpy as np
+        from singa_graph import tensor, autograd
+        autograd.relu(tensor.from_numpy(np.ones((3, 4, 8, 8), np.float32)))
+"""
+
+
+def test_short_spin_is_in_the_environment_before_openmp_starts():
+    # libgomp reads its wait policy once, when it is loaded (Numba's first parallel kernel)
+    out = _fresh_env("""
         import os
-        os.environ.pop("OMP_WAIT_POLICY", None)
         import singa_graph
-        print(os.environ.get("OMP_WAIT_POLICY"))
+        from singa_graph.runtime import threads
+        maps = lambda: open("/proc/self/maps").read()
+        print("gomp" in maps(), os.environ.get("GOMP_SPINCOUNT") == str(threads.SPINCOUNT))
+    """ + _RUN_A_KERNEL + """
+        import numba
+        numba.get_num_threads()
+        print("gomp" in maps(), numba.threading_layer())
     """)
-    assert out.strip() == "None"
+    assert out.split() == ["False", "True", "True", "omp"]
+
+
+@pytest.mark.parametrize("user", [{"OMP_WAIT_POLICY": "active"}, {"OMP_WAIT_POLICY": "passive"},
+                                  {"GOMP_SPINCOUNT": "7"}])
+def test_a_wait_policy_the_user_set_wins(user):
+    out = _fresh_env("""
+        import os
+        import singa_graph
+        print(os.environ.get("OMP_WAIT_POLICY"), os.environ.get("GOMP_SPINCOUNT"))
+    """ + _RUN_A_KERNEL, **user)
+    assert out.split() == [user.get("OMP_WAIT_POLICY", "None"), user.get("GOMP_SPINCOUNT", "None")]
+
+
+def test_set_num_threads_applies_to_every_python_thread_and_checks_its_argument():
+    out = _fresh_env("""
+        import threading
+        import numba
+        import numpy as np
+        import singa_graph
+        from singa_graph import ops
+        from singa_graph.ir import Graph, Placeholder
+        from singa_graph.passes import compile
+        pool = numba.config.NUMBA_NUM_THREADS
+        try:
+            singa_graph.set_num_threads(pool + 1)
+        except ValueError:
+            print("refused", singa_graph.get_num_threads() == pool)
+        singa_graph.set_num_threads(1)
+        x = Placeholder((4, 4))
+        plan = compile(Graph([ops.relu(x)], inputs=[x]))
+        seen = []
+        plan.steps.append(lambda: seen.append(numba.get_num_threads()))
+        t = threading.Thread(target=lambda: plan.run([np.ones((4, 4), np.float32)]))
+        t.start(); t.join()
+        print(singa_graph.get_num_threads(), seen)
+    """)
+    assert out.splitlines() == ["refused True", "1 [1]"]
+
+
+@pytest.mark.parametrize("env,expect", [({}, "share"), ({"SINGA_GRAPH_NUM_THREADS": "1"}, "1"),
+                                        ({"NUMBA_NUM_THREADS": "1"}, "1")])
+def test_processes_sharing_a_host_take_their_share_unless_the_user_chose(env, expect):
+    out = _fresh_env("""
+        from singa_graph.runtime import threads
+        print(threads.available_cores() // 2 or 1, threads.share_host(2))
+    """, **env)
+    share, got = out.split()
+    assert got == (share if expect == "share" else expect)
 
 
 def test_large_matmuls_split_into_blocks_and_match(monkeypatch):
