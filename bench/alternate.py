@@ -36,11 +36,15 @@ def alternate(frameworks, rounds: int, run_one, pause: float = 0.5, progress=Non
     """``{fw: [run_one(fw, round) for each round]}``, the frameworks taking turns.
 
     ``run_one`` returning None drops that framework from the later rounds (it failed);
-    ``progress``, if given, is called once per worker run."""
+    ``progress``, if given, is called once per framework and round, run or dropped."""
     results = {fw: [] for fw in frameworks}
     active = list(frameworks)
     for r in range(rounds):
-        for fw in list(active):
+        for fw in frameworks:
+            if fw not in active:
+                if progress is not None:
+                    progress()
+                continue
             time.sleep(pause)
             out = run_one(fw, r)
             if progress is not None:

@@ -158,6 +158,7 @@ def _bench(names, mode, fws, paths, args, bar):
     out = {}
     for name in names:
         if name not in paths or isinstance(paths[name], Exception):
+            bar.update(args.rounds * len(fws))
             continue
 
         def one(fw, r, name=name):
