@@ -153,21 +153,30 @@ def _run(fw, name, mode, path, args, check=False):
     return alternate.spawn(__file__, argv, env={"NUMBA_NUM_THREADS": str(args.threads)})
 
 
-def _bench(names, mode, fws, paths, args, bar):
-    """{model: {fw: [runs]}}; a run that failed stops that framework for that model."""
-    out = {}
+def _bench(names, mode, fws, paths, args, bar, row):
+    """Time ``fws`` on each model, alternating; ``row(name, path, {fw: [runs]})`` prints the
+    model's row as soon as it is measured and returns its ratio (or None). A run that failed
+    stops that framework for that model. Returns the ratios."""
+    ratios = []
     for name in names:
-        if name not in paths or isinstance(paths[name], Exception):
+        runs = {}
+        if not isinstance(paths[name], Exception):
+            def one(fw, r, name=name):
+                try:
+                    res = _run(fw, name, mode, paths[name], args,
+                               check=(r == 0 and mode == "infer"))
+                except RuntimeError as e:  # the worker died (a crash, not an exception)
+                    res = {"error": "worker died: " + str(e).strip().splitlines()[-1][:120]}
+                runs.setdefault(fw, []).append(res)
+                return None if "error" in res else res
+            bar.set_postfix_str(f"{mode} {name}")
+            alternate.alternate(fws, args.rounds, one, pause=args.pause, progress=bar.update)
+        else:
             bar.update(args.rounds * len(fws))
-            continue
-
-        def one(fw, r, name=name):
-            res = _run(fw, name, mode, paths[name], args, check=(r == 0 and mode == "infer"))
-            out.setdefault(name, {}).setdefault(fw, []).append(res)
-            return None if "error" in res else res
-        bar.set_postfix_str(f"{mode} {name}")
-        alternate.alternate(fws, args.rounds, one, pause=args.pause, progress=bar.update)
-    return out
+        ratio = row(name, paths[name], runs)
+        if ratio is not None and np.isfinite(ratio):
+            ratios.append(ratio)
+    return ratios
 
 
 def _cell(runs):
@@ -179,50 +188,51 @@ def _error(runs):
     return next((r["error"] for r in runs if "error" in r), None)
 
 
-def infer_table(names, paths, res) -> list[float]:
-    print(f"\n{'model':<20}{'ours ms':>9}{'ORT ms':>9}{'torch ms':>9}{'ours/ORT':>10}"
-          f"{'ours/torch':>11}{'rel err':>10}  note")
-    ratios = []
-    for name in names:
-        p = paths.get(name)
-        if isinstance(p, Exception):
-            print(f"{name:<20}{'':>58}  export failed: {p}")
-            continue
-        runs = res.get(name, {})
-        ms = {fw: _cell(runs.get(fw, [])) for fw in INFER_FWS}
-        ours = runs.get("ours", [])
-        err = ours[0].get("rel_err") if ours else None
-        note = ""
-        if _error(ours):
-            note = f"import failed: {_error(ours)}"
-        elif err is not None and not err <= MATCH_TOL:
-            note = f"MISMATCH vs ORT (> {MATCH_TOL:g})"
-        else:
-            ratios.append(ms["ours"] / ms["ort"])
-        note = note or "; ".join(f"{fw} failed: {_error(runs[fw])}" for fw in ("ort", "torch")
-                                 if _error(runs.get(fw, [])))
-        print(f"{name:<20}{ms['ours']:>9.2f}{ms['ort']:>9.2f}{ms['torch']:>9.2f}"
-              f"{ms['ours'] / ms['ort']:>10.2f}{ms['ours'] / ms['torch']:>11.2f}"
-              f"{'-' if err is None else format(err, '.1e'):>10}  {note}")
-    return ratios
+def _failures(runs, fws):
+    return "; ".join(f"{fw} failed: {_error(runs[fw])}" for fw in fws
+                     if _error(runs.get(fw, [])))
 
 
-def train_table(names, res) -> list[float]:
-    print(f"\n{'model (train step)':<20}{'ours ms':>9}{'torch ms':>9}{'ours/torch':>11}"
-          f"{'1st loss ours':>15}{'torch':>10}  note")
-    ratios = []
-    for name in names:
-        runs = res.get(name, {})
-        ms = {fw: _cell(runs.get(fw, [])) for fw in TRAIN_FWS}
-        loss = {fw: (runs.get(fw) or [{}])[0].get("first_loss", float("nan"))
-                for fw in TRAIN_FWS}
-        note = "; ".join(f"{fw} failed: {_error(runs.get(fw, []))}" for fw in TRAIN_FWS
-                         if _error(runs.get(fw, [])))
-        if np.isfinite(ms["ours"] / ms["torch"]):
-            ratios.append(ms["ours"] / ms["torch"])
-        print(f"{name:<20}{ms['ours']:>9.2f}{ms['torch']:>9.2f}{ms['ours'] / ms['torch']:>11.2f}"
-              f"{loss['ours']:>15.5f}{loss['torch']:>10.5f}  {note}")
-    return ratios
+INFER_HEADER = (f"{'model':<20}{'ours ms':>9}{'ORT ms':>9}{'torch ms':>9}{'ours/ORT':>10}"
+                f"{'ours/torch':>11}{'rel err':>10}  note")
+
+
+def infer_row(name, path, runs):
+    """Print one inference row; the ours/ORT ratio where ours imported and matched."""
+    if isinstance(path, Exception):
+        print(f"{name:<20}{'':>58}  export failed: {path}", flush=True)
+        return None
+    ms = {fw: _cell(runs.get(fw, [])) for fw in INFER_FWS}
+    ours = runs.get("ours", [])
+    err = ours[0].get("rel_err") if ours else None
+    ratio = ms["ours"] / ms["ort"]
+    if _error(ours):
+        note, ratio = f"import failed: {_error(ours)}", None
+    elif err is not None and not err <= MATCH_TOL:
+        note, ratio = f"MISMATCH vs ORT (> {MATCH_TOL:g})", None
+    else:
+        note = _failures(runs, ("ort", "torch"))
+    print(f"{name:<20}{ms['ours']:>9.2f}{ms['ort']:>9.2f}{ms['torch']:>9.2f}"
+          f"{ms['ours'] / ms['ort']:>10.2f}{ms['ours'] / ms['torch']:>11.2f}"
+          f"{'-' if err is None else format(err, '.1e'):>10}  {note}", flush=True)
+    return ratio
+
+
+TRAIN_HEADER = (f"{'model (train step)':<20}{'ours ms':>9}{'torch ms':>9}{'ours/torch':>11}"
+                f"{'1st loss ours':>15}{'torch':>10}  note")
+
+
+def train_row(name, path, runs):
+    """Print one training row; the ours/torch ratio."""
+    if isinstance(path, Exception):
+        print(f"{name:<20}{'':>54}  export failed: {path}", flush=True)
+        return None
+    ms = {fw: _cell(runs.get(fw, [])) for fw in TRAIN_FWS}
+    loss = {fw: (runs.get(fw) or [{}])[0].get("first_loss", float("nan")) for fw in TRAIN_FWS}
+    print(f"{name:<20}{ms['ours']:>9.2f}{ms['torch']:>9.2f}{ms['ours'] / ms['torch']:>11.2f}"
+          f"{loss['ours']:>15.5f}{loss['torch']:>10.5f}  {_failures(runs, TRAIN_FWS)}",
+          flush=True)
+    return ms["ours"] / ms["torch"]
 
 
 def _verdict(value, target):
@@ -288,17 +298,18 @@ def main(argv=None):
             paths[mode][name] = RuntimeError(f"{type(e).__name__}: {e}"[:160])
     total = args.rounds * (len(names) * len(INFER_FWS) + len(train_names) * len(TRAIN_FWS))
     bar = tqdm(total=total, desc="timing", file=sys.stderr) if tqdm else _NoBar()
-    infer = _bench(names, "infer", INFER_FWS, paths["infer"], args, bar)
-    train = _bench(train_names, "train", TRAIN_FWS, paths["train"], args, bar)
-    bar.close()
-    ratios = infer_table(names, paths["infer"], infer)
+    print("\n" + INFER_HEADER, flush=True)
+    ratios = _bench(names, "infer", INFER_FWS, paths["infer"], args, bar, infer_row)
     if ratios:
-        print(f"\nours/ORT over {len(ratios)} models: median {_verdict(float(np.median(ratios)), TARGET_MEDIAN)}"
-              f", worst {_verdict(max(ratios), TARGET_WORST)}")
+        print(f"ours/ORT over {len(ratios)} models: median "
+              f"{_verdict(float(np.median(ratios)), TARGET_MEDIAN)}, worst "
+              f"{_verdict(max(ratios), TARGET_WORST)}", flush=True)
     if train_names:
-        tr = train_table(train_names, train)
+        print("\n" + TRAIN_HEADER, flush=True)
+        tr = _bench(train_names, "train", TRAIN_FWS, paths["train"], args, bar, train_row)
         if tr:
-            print(f"\ntraining step ours/torch: worst {_verdict(max(tr), TARGET_TRAIN)}")
+            print(f"training step ours/torch: worst {_verdict(max(tr), TARGET_TRAIN)}")
+    bar.close()
     print(f"total time {time.perf_counter() - t0:.0f} s")
 
 
