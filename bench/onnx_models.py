@@ -64,11 +64,11 @@ def _ours(path, mode, x, y):
 
     m = sonnx.load(path)
     if mode == "infer":
-        return m, lambda: m(x)
+        return lambda: m(x)
     m.set_optimizer(opt.SGD(lr=LR, momentum=MOMENTUM))
     m.compile([x], is_train=True, use_graph=True)
     m.train()
-    return m, lambda: m(x, y)[1]
+    return lambda: m(x, y)[1]  # the loss
 
 
 def _ort(path, threads):
@@ -121,7 +121,7 @@ def worker(args) -> dict:
     t0 = time.perf_counter()
     try:
         if args.worker == "ours":
-            m, fn = _ours(args.onnx, args.mode, x, y)
+            fn = _ours(args.onnx, args.mode, x, y)
         elif args.worker == "ort":
             sess = _ort(args.onnx, args.threads)
             fn = lambda: sess.run(None, {"input": x})  # noqa: E731
