@@ -34,9 +34,16 @@ tools:
 	fi
 
 # PyTorch (a local CPU build, pinned) lets the tests compare with it; best effort.
+# torchvision (the ONNX-import tests of its models) goes in with --no-deps: its own
+# dependencies would replace the CPU torch with a CUDA one; pillow is what it imports.
+TORCHVISION := 'torchvision==0.28.0' 'pillow>=9'
+
 torch: install
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q 'torch==2.13.0' || \
 	    echo "note: torch==2.13.0 could not be installed; the tests that compare with it are skipped"
+	@$(PY) -c "import torchvision" 2>/dev/null || \
+	    $(PY) -m pip install -q --no-deps $(TORCHVISION) || \
+	    echo "note: torchvision could not be installed; the tests of its models are skipped"
 
 # The CUDA kernels run on numba's CUDA simulator in a process of their own: the switch must
 # be set before numba is first imported. On a machine with a GPU the first run covers them.
@@ -54,12 +61,14 @@ demo: install
 
 # torch is pinned to a CPU build here; any torch >= 2.0 works for bench/step_time.py
 bench: install
+	$(PY) -m pip install -q --no-deps $(TORCHVISION)
 	$(PY) -m pip install -q 'torch==2.13.0' -e '.[bench]'
 	$(PY) bench/memory.py
 	$(PY) bench/overhead.py
 	$(PY) bench/step_time.py
 	$(PY) bench/conv.py
 	$(PY) bench/dist.py
+	$(PY) bench/onnx_models.py
 
 # the README's pictures of the CNN training graph and its memory timeline (docs/images)
 pictures: install tools

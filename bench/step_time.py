@@ -51,11 +51,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
+
+import alternate
 
 MIB = float(1 << 20)
 LR, MOMENTUM = 0.01, 0.9
@@ -130,14 +131,7 @@ def worker(fw: str, name: str, steps: int, warmup: int, memory: bool, profile: b
     t0 = time.perf_counter()
     out["first_loss"] = loss()
     out["first_step_s"] = time.perf_counter() - t0
-    for _ in range(max(0, warmup - 1)):
-        step()
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    out["times"] = times
+    out["times"] = alternate.time_calls(step, steps, max(0, warmup - 1))
     if memory and fw == "torch":
         peak, how = r.step_peak_bytes()
         out["memory"] = {"transient": peak, "persistent": r.persistent_bytes(), "how": how}
@@ -152,18 +146,13 @@ def worker(fw: str, name: str, steps: int, warmup: int, memory: bool, profile: b
 
 
 def _spawn(fw, name, args, memory) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", fw, "--model", name,
-           "--steps", str(args.steps or MODELS[name][3]), "--warmup", str(args.warmup)]
+    argv = ["--worker", fw, "--model", name, "--steps", str(args.steps or MODELS[name][3]),
+            "--warmup", str(args.warmup)]
     if memory:
-        cmd.append("--memory")
+        argv.append("--memory")
     if args.profile:
-        cmd.append("--profile")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH", "")]))
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if res.returncode:
-        raise RuntimeError(f"worker {fw}/{name} failed:\n{res.stderr[-3000:]}")
-    return json.loads(res.stdout.strip().splitlines()[-1])
+        argv.append("--profile")
+    return alternate.spawn(__file__, argv)
 
 
 # ---------------------------------------------------------------------- driver
@@ -171,17 +160,14 @@ def bench_model(name, args, frameworks) -> dict:
     desc = MODELS[name][4]
     print(f"\n== {desc}: {args.rounds} rounds x {args.steps or MODELS[name][3]} timed steps "
           f"per framework, each framework alone in its own process, alternating")
-    results = {fw: [] for fw in frameworks}
-    for r in range(args.rounds):
-        for fw in frameworks:
-            time.sleep(args.pause)
-            results[fw].append(_spawn(fw, name, args, memory=(r == 0)))
+    results = alternate.alternate(
+        frameworks, args.rounds, lambda fw, r: _spawn(fw, name, args, memory=(r == 0)),
+        pause=args.pause)
     print(f"  {'framework':<19}{'median ms':>10}{'round medians':>24}{'1st step ms':>13}"
           f"{'transient':>11}{'plan total':>11}{'persist':>9}  memory source")
     med = {}
     for fw, runs in results.items():
-        all_ms = np.concatenate([np.asarray(o["times"]) * 1e3 for o in runs])
-        med[fw] = float(np.median(all_ms))
+        med[fw] = alternate.median_ms(runs)
         rounds = " ".join(f"{np.median(o['times']) * 1e3:.1f}" for o in runs)
         mem = runs[0].get("memory", {})
         how = {"plan": "memory_report(): arena (workspace incl.) / arena + plan-created "
