@@ -48,8 +48,10 @@ TARGET = 1.5
 def _squeezenet(path: str):
     import torch
 
-    torch.library.register_fake = lambda *a, **k: (lambda f: f)  # torchvision's fake ops
-    import torchvision
+    sys.path.insert(0, HERE)
+    from torchvision_models import import_torchvision
+
+    torchvision = import_torchvision()
 
     torch.manual_seed(0)
     model = torchvision.models.squeezenet1_1(weights=None).eval()

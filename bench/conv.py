@@ -61,8 +61,9 @@ def torchvision_grouped_shapes(name) -> list[dict]:
     :func:`conv_shapes` rows, found by running the model with forward hooks."""
     import torch
 
-    torch.library.register_fake = lambda *a, **k: (lambda f: f)  # torchvision import on CPU
-    import torchvision
+    from torchvision_models import import_torchvision  # bench/ is the script's folder
+
+    torchvision = import_torchvision()
 
     arch = name.split("-")[0]
     model = getattr(torchvision.models, arch)(weights=None).eval()

@@ -104,3 +104,26 @@ def graph_matches_eager(fn, *arrays, grad=True):
         eg = {id(p): gr.data for p, gr in backward(_sum(ye * w))}
         for k, i in enumerate(wrt):
             np.testing.assert_array_equal(got[1 + k], eg[id(ts[i])])
+
+
+def torchvision_models():
+    """bench/torchvision_models.py (torchvision's import shim, model builders, ONNX export),
+    with torchvision imported; skips the calling test module where torch or torchvision is
+    missing or the bench folder is not beside the tests."""
+    import importlib.util
+    import os
+
+    import pytest
+
+    path = os.path.join(os.path.dirname(__file__), "..", "bench", "torchvision_models.py")
+    if not os.path.exists(path):
+        pytest.skip("bench/torchvision_models.py is not here", allow_module_level=True)
+    spec = importlib.util.spec_from_file_location("torchvision_models", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    try:
+        mod.import_torchvision()
+    except ImportError as e:
+        pytest.skip(f"torchvision is not importable ({e}); make torch installs it",
+                    allow_module_level=True)
+    return mod

@@ -248,9 +248,13 @@ _REPORT_THREADS = """
 import numba
 from singa_graph.dist import Communicator
 from singa_graph.runtime import threads
+from mpi4py import MPI
 c = Communicator()
-print(c.global_rank, c.local_size, threads.available_cores(), c.num_threads,
-      numba.get_num_threads(), flush=True)
+row = (c.global_rank, c.local_size, threads.available_cores(), c.num_threads,
+       numba.get_num_threads())
+rows = MPI.COMM_WORLD.gather(row)  # one writer: two ranks' lines can interleave mid-line
+if c.global_rank == 0:
+    print("\\n".join(" ".join(map(str, r)) for r in rows), flush=True)
 """
 
 

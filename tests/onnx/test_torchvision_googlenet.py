@@ -13,20 +13,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from tests.helpers import torchvision_models  # noqa: E402
+
 
 def _torchvision():
-    """torchvision, imported with torch.library.register_fake stubbed out for the import
-    only: its compiled-op fakes do not register against this torch build, and its models
-    need none of them."""
-    register_fake = torch.library.register_fake
-    torch.library.register_fake = lambda *a, **k: (lambda f: f)
-    try:
-        import torchvision
-    except ImportError:
-        pytest.skip("torchvision is not installed")
-    finally:
-        torch.library.register_fake = register_fake
-    return torchvision
+    return torchvision_models().import_torchvision()
 
 
 def test_googlenet_matches_onnxruntime():

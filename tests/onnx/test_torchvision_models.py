@@ -7,33 +7,15 @@ installs it).
 """
 from __future__ import annotations
 
-import importlib.util
-import os
 
 import numpy as np
 import pytest
 
 from singa_graph import onnx as sonnx_io
 from singa_graph import opt
+from tests.helpers import torchvision_models
 
-_BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "torchvision_models.py")
-
-
-def _tvm():
-    spec = importlib.util.spec_from_file_location("torchvision_models", _BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-if not os.path.exists(_BENCH):  # a test run outside the source tree
-    pytest.skip("bench/torchvision_models.py is not here", allow_module_level=True)
-tvm = _tvm()
-try:
-    tvm.import_torchvision()
-except ImportError as e:  # torch or torchvision missing
-    pytest.skip(f"torchvision is not importable ({e}); make torch installs it",
-                allow_module_level=True)
+tvm = torchvision_models()
 
 
 def _export(name, image, tmp_path, keep_batchnorm=False):

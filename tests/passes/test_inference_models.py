@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-torch.library.register_fake = lambda *a, **k: (lambda f: f)  # torchvision's ops need none
-torchvision = pytest.importorskip("torchvision")
+from tests.helpers import torchvision_models  # noqa: E402
+
+torchvision = torchvision_models().import_torchvision()
 
 from singa_graph import onnx as sg_onnx  # noqa: E402
 

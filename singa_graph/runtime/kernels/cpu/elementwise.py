@@ -8,19 +8,25 @@ that are one function of numpy's SIMD library run as that ufunc (``formulas.LIBR
 """
 import numpy as np
 
-from ....errors import UnsupportedOpError
 from ....ir.op import OPS
 from ....ops import formulas
-from ...registry import kernel
+from ...registry import carve, carved_bytes, kernel
 from ..generate import cpu_step
 
 
-def formula_kernel(op, ins, outs):
+def _half_specs(ins, outs) -> list:
+    """float32 staging of the float16 operands (Numba computes in float32 and float64 only;
+    float16 values are exact in float32, and the result is rounded once, to float16)."""
+    return [(tuple(a.shape), np.float32) for a in (*ins, *outs) if a.dtype == np.float16]
+
+
+def _half_workspace(op, ins, outs) -> int:
+    return carved_bytes(*_half_specs(ins, outs))
+
+
+def formula_kernel(op, ins, outs, ws=None):
     """The step of an op with a formula, or of a fused chain of them."""
     (y,) = outs
-    if any(a.dtype == np.float16 for a in (*ins, y)):
-        raise UnsupportedOpError(f"no cpu kernel for {getattr(op, 'label', op.type)} in "
-                                 "float16 (Numba computes in float32 and float64 only)")
     name = formulas.formula_of(op)
     if len(ins) == 1 and name and formulas.arity(name) == 2:
         (x,) = ins  # Max or Min of one tensor
@@ -30,12 +36,27 @@ def formula_kernel(op, ins, outs):
         (x,) = ins
         return lambda: ufunc(x, out=y)
     program, values = formulas.program_of(op, len(ins))
-    return cpu_step(program, values, ins, y)
+    specs = _half_specs(ins, outs)
+    if not specs:
+        return cpu_step(program, values, ins, y)
+    staged = iter(carve(ws, *specs))
+    ins32 = [next(staged) if a.dtype == np.float16 else a for a in ins]
+    y32 = next(staged) if y.dtype == np.float16 else y
+    run = cpu_step(program, values, ins32, y32)
+    pairs = [(s, a) for s, a in zip(ins32, ins) if s is not a]
+
+    def step():
+        for s, a in pairs:
+            np.copyto(s, a)
+        run()
+        if y32 is not y:
+            np.copyto(y, y32)
+    return step
 
 
 for _type, _cls in list(OPS.items()):
     if hasattr(_cls, "formula") or _type == "FusedElementwise":
-        kernel(_type)(formula_kernel)
+        kernel(_type, workspace=_half_workspace)(formula_kernel)
 
 
 @kernel("SumTo")
