@@ -143,6 +143,15 @@ DELIBERATE_F64 = {
     "pool._pool_fwd": "average pooling sums in float64, as the CPU loop (not max pooling)",
     "pool._pool_bwd": "average pooling's gradient divides and sums in float64, as the CPU "
                       "loop (not max pooling)",
+    "attention._ln_fwd": "LayerNorm's statistics are float64, as the CPU loop",
+    "attention._ln_dx": "LayerNorm's backward sums in float64, as the CPU loop",
+    "attention._ln_dparam": "LayerNorm's parameter gradients sum in float64, as the CPU loop",
+    # The attention kernels are one thread per row, correctness first: their softmax sums are
+    # float64 as on the CPU, and so are their dot products (the CPU's BLAS GEMMs accumulate
+    # in float32). Tiled kernels in the data's dtype are the step that makes them fast.
+    "attention._att_fwd": "softmax sums (as the CPU) and row dot products in float64",
+    "attention._att_bwd_rows": "softmax sums (as the CPU) and row dot products in float64",
+    "attention._att_bwd_cols": "row dot products in float64",
 }
 
 
