@@ -316,7 +316,15 @@ def chosen(op, x_shape, w_shape, dtype) -> bool:
         return False
     if not applies(op, x_shape, w_shape):
         return False
-    return algo == "winograd" or min(w_shape[0], w_shape[1]) >= AUTO_MIN_CHANNELS
+    return algo == "winograd" or (min(w_shape[0], w_shape[1]) >= AUTO_MIN_CHANNELS
+                                  and tiles(op, x_shape) >= AUTO_MIN_TILES)
+
+
+def tiles(op, x_shape) -> int:
+    """The 4x4 output tiles of a batch: how many times one weight transform is used."""
+    pt, pl, pb, pr = op.padding
+    ho, wo = x_shape[2] + pt + pb - 2, x_shape[3] + pl + pr - 2
+    return x_shape[0] * (-(-ho // 4)) * (-(-wo // 4))
 
 
 # "auto" takes Winograd from this many input and output channels. Measured side by side on
@@ -324,6 +332,11 @@ def chosen(op, x_shape, w_shape, dtype) -> bool:
 # kernel (16x16: 361 against 220 GFLOP/s); at 16-64 channels no faster (the scalar
 # transforms cost what the GEMMs save), so those keep im2col's rounding.
 AUTO_MIN_CHANNELS = 128
+# ... and from this many output tiles per weight transform: the weights are transformed every
+# step (O*C*36 products), which small batches or small planes do not repay. torchvision's
+# resnet18 at batch 2, 64x64 (2..8 tiles per conv) ran 4.6x slower with Winograd than with
+# im2col; batch 32 at 8x8 (128 tiles) was the smallest case measured faster.
+AUTO_MIN_TILES = 128
 
 
 def _forward_geometry(op, x_shape, w_shape, y_shape, dtype):
