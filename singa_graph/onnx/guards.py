@@ -3,9 +3,10 @@
 A model file is data from anywhere. Before the importer allocates anything large or opens
 another file, these checks make sure that:
 
-* the model's opset of the default domain is one the importers follow (6, where ONNX
-  dropped the legacy ``consumed_inputs`` of every op, up to the newest that the installed
-  ``onnx`` package knows);
+* the model's ops are defined as the importers follow them: the default domain's opset is
+  at most the newest the installed ``onnx`` package knows, and in a model older than
+  opset 6 (where ONNX dropped the legacy ``consumed_inputs`` of every op) only ops whose
+  definition has not changed since are accepted;
 * every tensor stored in the model (initialisers, ``Constant`` values, in subgraphs too)
   holds exactly the bytes its dims and type call for, and is no larger than
   :data:`MAX_TENSOR_BYTES`;
@@ -45,21 +46,37 @@ for _t in (TensorProto.INT32, TensorProto.INT16, TensorProto.INT8, TensorProto.U
 
 
 def check_opset(model: onnx.ModelProto) -> None:
-    """Refuse a default-domain opset outside ``[MIN_OPSET, newest known to onnx]``."""
+    """Refuse a default-domain opset newer than onnx knows, and below MIN_OPSET every op
+    whose definition at the model's opset is an older one than at MIN_OPSET (Relu-1 with
+    its legacy ``consumed_inputs``); an op unchanged since (Not-1) means the same and is
+    imported."""
     newest = onnx.defs.onnx_opset_version()
     for imp in model.opset_import:
-        if imp.domain in ("", "ai.onnx"):
-            v = int(imp.version)
-            if v < MIN_OPSET:
+        if imp.domain not in ("", "ai.onnx"):
+            continue
+        v = int(imp.version)
+        if v > newest:
+            raise UnsupportedOpError(
+                f"the model imports opset {v} of the default ONNX domain, newer than the "
+                f"newest that onnx {onnx.__version__} knows ({newest})")
+        if v < MIN_OPSET:
+            old = sorted({f"{n.op_type}-{_since(n.op_type, v)}" for g in _graphs(model.graph)
+                          for n in g.node if n.domain in ("", "ai.onnx")
+                          and _since(n.op_type, v) != _since(n.op_type, MIN_OPSET)})
+            if old:
                 raise UnsupportedOpError(
-                    f"the model imports opset {v} of the default ONNX domain; the importer "
-                    f"follows opsets {MIN_OPSET} to {newest} (older ops carry legacy "
-                    "attributes such as consumed_inputs); convert it with "
-                    "onnx.version_converter")
-            if v > newest:
-                raise UnsupportedOpError(
-                    f"the model imports opset {v} of the default ONNX domain, newer than the "
-                    f"newest that onnx {onnx.__version__} knows ({newest})")
+                    f"the model imports opset {v} of the default ONNX domain, where "
+                    f"{', '.join(old)} are older definitions than the importer follows "
+                    f"(opset {MIN_OPSET} on: legacy attributes such as consumed_inputs were "
+                    "dropped); convert the model with onnx.version_converter")
+
+
+def _since(op_type: str, opset: int) -> int | None:
+    """The version of ``op_type``'s definition in force at ``opset`` (None: none yet)."""
+    try:
+        return onnx.defs.get_schema(op_type, opset, "").since_version
+    except onnx.defs.SchemaError:
+        return None
 
 
 def _graphs(graph):

@@ -154,7 +154,8 @@ def test_messages_name_the_problem(folder):
     assert "outside the model's folder" in msg("external data symlink out")
     assert "relative path" in msg("external data absolute")
     assert "raw_data holds 12 bytes" in msg("raw_data shorter than dims")
-    assert "opset 1 " in msg("opset 1") and "opset 99 " in msg("opset 99")
+    assert "opset 1 " in msg("opset 1") and "Relu-1" in msg("opset 1")
+    assert "opset 99 " in msg("opset 99")
     assert "(1000000, 1000000)" in msg("ConstantOfShape 10^12")
     assert "com.evil.Evil" in msg("unknown domain")
     assert "'z'" in msg("cycle") or "topologically" in msg("cycle")
@@ -169,6 +170,18 @@ def test_external_data_inside_the_folder_is_read(folder):
     np.testing.assert_array_equal(sonnx.prepare(path).run([x])[0], x + w)
     with pytest.raises(ModelFormatError, match="load the model from its path"):
         sonnx_io.load(open(path, "rb").read())
+
+
+def test_old_opset_with_ops_unchanged_since_imports(folder):
+    # Not-1 is still ONNX's Not: an opset-1 model of it means what it says (ONNX's own
+    # node tests have such models); Relu-1 (consumed_inputs) was refused above
+    x = helper.make_tensor_value_info("x", TensorProto.BOOL, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.BOOL, [2])
+    g = helper.make_graph([helper.make_node("Not", ["x"], ["y"])], "not1", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 1)])
+    m.ir_version = 8
+    got = sonnx.prepare(_write(folder, "not1", m)).run([np.array([True, False])])[0]
+    np.testing.assert_array_equal(got, [False, True])
 
 
 def test_limit_is_the_guard_constant(folder):
