@@ -161,9 +161,10 @@ def _fold_pad_into_maxpool(path):
     return m
 
 
-def _export(model, shape, path):
+def _export(model, shape, path, keep_batchnorm=False):
     model = ex.randomise(model)
-    ex.export(model, str(path), input_shape=(2,) + tuple(shape))
+    ex.export(model, str(path), input_shape=(2,) + tuple(shape),
+              keep_batchnorm=keep_batchnorm)
     return model
 
 
@@ -192,12 +193,12 @@ def _op_types(path):
 def test_tiny_yolov2_style(tmp_path):
     net, shape = tiny_yolov2()
     path = tmp_path / "tiny_yolov2.onnx"
-    net = _export(net, shape, path)
+    net = _export(net, shape, path, keep_batchnorm=True)  # the zoo's file has them
     m = _fold_pad_into_maxpool(path)
     pools = [n for n in m.graph.node if n.op_type == "MaxPool"]
     assert any(list(a.ints) == [0, 0, 1, 1] for n in pools for a in n.attribute
                if a.name == "pads")
-    assert {"LeakyRelu", "MaxPool", "Conv"} <= _op_types(path)
+    assert {"LeakyRelu", "MaxPool", "Conv", "BatchNormalization"} <= _op_types(path)
     _matches_ort(path, shape, net)
 
 
@@ -210,8 +211,8 @@ def test_super_resolution_depth_to_space(tmp_path):
 
 def test_arcface_style_resnet_with_prelu(tmp_path):
     path = tmp_path / "arcface.onnx"
-    net = _export(ArcFaceResNet(), (3, 32, 32), path)
-    assert "PRelu" in _op_types(path)
+    net = _export(ArcFaceResNet(), (3, 32, 32), path, keep_batchnorm=True)
+    assert {"PRelu", "BatchNormalization"} <= _op_types(path)
     _matches_ort(path, (3, 32, 32), net)
 
 
