@@ -136,7 +136,15 @@ def test_mean_of_tensors_is_elementwise_with_singa_backward():
     want = (a.astype(np.float32) + b.astype(np.float32) + c.astype(np.float32))
     np.testing.assert_array_equal(tensor.to_numpy(y), want * np.float32(1 / 3))
     check_grad(autograd.mean, a, b, c)
-    graph_matches_eager(autograd.mean, *(v.astype(np.float32) for v in (a, b, c)))
+    xs = [v.astype(np.float32) for v in (a, b, c)]
+    graph_matches_eager(autograd.mean, *xs)
+    # one op, exported as ONNX's Mean
+    phs = [Placeholder(v.shape, v.dtype, name=f"x{i}") for i, v in enumerate(xs)]
+    proto = sonnx_io.export(Graph([autograd.mean(*phs)], inputs=phs))
+    assert [n.op_type for n in proto.graph.node] == ["Mean"]
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(sess.run(None, {f"x{i}": v for i, v in enumerate(xs)})[0],
+                               (xs[0] + xs[1] + xs[2]) / 3, rtol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
