@@ -87,7 +87,15 @@ def build(name: str, seed: int = 0, image: int = IMAGE):
                                         num_classes=100)
     else:
         m = MODELS[name](tv)
-    g = torch.Generator().manual_seed(seed + 1)
+    return randomise(m, seed + 1)
+
+
+def randomise(m, seed: int = 1):
+    """``m`` in eval mode with no parameter left at one constant (zero biases, unit scales
+    get a little noise) and BatchNorm statistics and affine terms with a spread."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in m.parameters():
             if p.numel() == 1 or bool((p == p.flatten()[0]).all()):
@@ -103,17 +111,18 @@ def build(name: str, seed: int = 0, image: int = IMAGE):
 
 
 def export(model, path: str, image: int = IMAGE, batch: int = 2,
-           keep_batchnorm: bool = False) -> str:
+           keep_batchnorm: bool = False, input_shape=None) -> str:
     """Write ``model`` to ``path`` as ONNX (opset 17, symbolic batch); returns ``path``.
 
     By default the file is what a user exporting for inference gets: the exporter folds
     each BatchNorm into the convolution before it. ``keep_batchnorm`` keeps the
     BatchNormalization nodes (``TrainingMode.PRESERVE`` on an eval-mode model), so that
     training the imported model trains the same function as the torch model in train mode.
+    ``input_shape`` (batch first) replaces the default ``(batch, 3, image, image)``.
     """
     import torch
 
-    x = torch.randn(batch, 3, image, image)
+    x = torch.randn(*(input_shape or (batch, 3, image, image)))
     mode = torch.onnx.TrainingMode.PRESERVE if keep_batchnorm else torch.onnx.TrainingMode.EVAL
     tmp = f"{path}.{os.getpid()}.tmp"
     with warnings.catch_warnings():  # tracer warnings about shape arithmetic in Python

@@ -14,6 +14,12 @@ class ShapeError(SingaGraphError, ValueError):
     """Input shapes do not fit an op, or a feed has the wrong shape."""
 
 
+class ArgumentShapeError(ShapeError, AssertionError):
+    """An argument of SINGA's functional API has a rank or shape that SINGA asserts against
+    (``softmax_cross_entropy`` of 3-d targets, ``add_bias`` on axis 3, ...). It is also an
+    AssertionError, so SINGA code and tests that expect one keep working."""
+
+
 class DTypeError(SingaGraphError, TypeError):
     """Input dtypes do not fit an op, or a feed has the wrong dtype."""
 

@@ -61,7 +61,7 @@ softmax, log_softmax = _ops.softmax, _ops.log_softmax
 add, sub, div, pow = _ops.add, _ops.sub, _ops.div, _ops.pow
 log, sqrt, sign, identity = _ops.log, _ops.sqrt, _ops.sign, _ops.identity
 reshape, flatten = _ops.reshape, _ops.flatten
-mse_loss, argmax = _ops.mse_loss, _ops.argmax
+argmax = _ops.argmax
 conv2d, max_pool2d, avg_pool2d = _ops.conv2d, _ops.max_pool2d, _ops.avg_pool2d
 sin, cos, tan, asin, acos, atan = _ops.sin, _ops.cos, _ops.tan, _ops.asin, _ops.acos, _ops.atan
 sinh, cosh, asinh, acosh, atanh = _ops.sinh, _ops.cosh, _ops.asinh, _ops.acosh, _ops.atanh
@@ -89,6 +89,10 @@ def matmul(x, w):
 def add_bias(x, b, axis=0):
     """Add the vector ``b`` to every row (``axis=0``) or every column (``axis=1``) of ``x``.
     A ``(1, n)`` or ``(n, 1)`` bias (as in SINGA's examples) is used as a vector."""
+    _expect(axis in (0, 1), "add_bias", f"axis must be 0 or 1, got {axis!r}")
+    _expect(x.ndim == 2, "add_bias", f"x must be 2-d, got shape {x.shape}")
+    _expect(b.ndim == 1 or (b.ndim == 2 and 1 in b.shape), "add_bias",
+            f"b must be a vector, got shape {b.shape}")
     if b.ndim != 1:
         b = _ops.reshape(b, (b.size,))
     return _ops.add_bias(x, b, axis)
@@ -133,8 +137,9 @@ add_all = sum
 
 
 def mean(*l):
-    """SINGA's ``mean``: the elementwise mean of the given tensors."""
-    return _ops.div(sum(*l), float(len(l))) if len(l) > 1 else _ops.identity(l[0])
+    """SINGA's ``mean``: the elementwise mean of the given tensors (one op, so
+    ``y.creator.backward(dy)`` gives each tensor its ``dy / n``, as SINGA's)."""
+    return _ops.mean_of(*l) if len(l) > 1 else _ops.identity(l[0])
 
 
 def reduce_sum(x, axes=None, keepdims=1):
@@ -167,22 +172,59 @@ def split(x, axis, parts, num_output=None):
 
 
 # ---------------------------------------------------------------------- losses
+def _expect(ok, fn, what):
+    """SINGA asserts its functional arguments; so do we, with an error that is both a
+    ShapeError and an AssertionError."""
+    if not ok:
+        from .errors import ArgumentShapeError
+
+        raise ArgumentShapeError(f"{fn}: {what}")
+
+
+def _loss_ranks(fn, x, t):
+    _expect(x.ndim == 2, fn, f"1st arg must be a 2-d tensor, got shape {x.shape}")
+    _expect(t.ndim <= 2, fn, f"2nd arg must be a tensor of at most 2 dimensions, got shape "
+                             f"{t.shape}")
+
+
 def softmax_cross_entropy(x, t):
-    """Mean over the batch of the cross-entropy of ``softmax(x)``; ``t`` holds int labels
-    (N,) or one-hot/probability rows (N, C). Integer one-hot rows (SINGA's examples cast
-    targets to int32) are converted to ``x``'s dtype."""
+    """Mean over the batch of the cross-entropy of ``softmax(x)``.
+
+    ``x``: (N, C) logits. ``t``, as SINGA's: N class labels, (N,) or (N, 1), of any integer
+    or float dtype (SINGA reads a target of N values as labels), or one-hot/probability rows
+    (N, C) (integer one-hot rows, as SINGA's examples cast them, are converted to ``x``'s
+    dtype). ``x`` must be 2-d and ``t`` at most 2-d, or an :class:`ArgumentShapeError` (an
+    AssertionError, as SINGA's) is raised."""
+    _loss_ranks("softmax_cross_entropy", x, t)
     return _ops.softmax_cross_entropy(x, _float_targets(x, t))
 
 
 def _float_targets(x, t):
     if t.ndim == 2 and t.shape == x.shape and t.dtype.kind in "iu":
         return _ops.cast(t, x.dtype)
+    n = x.shape[0] if x.ndim else 1
+    if t.size == n and t.shape != x.shape:  # SINGA: N values are class labels
+        if t.ndim != 1:
+            t = _ops.reshape(t, (n,))
+        if t.dtype.kind not in "iu":
+            t = _ops.cast(t, np.int32)
     return t
 
 
 def cross_entropy(x, t):
-    """Cross-entropy of probabilities ``x`` and targets ``t``."""
+    """Cross-entropy of probabilities ``x`` and targets ``t`` (``x`` 2-d, ``t`` at most
+    2-d, as SINGA asserts)."""
+    _loss_ranks("cross_entropy", x, t)
     return _ops.cross_entropy(x, t)
+
+
+def mse_loss(x, t):
+    """SINGA 3.1's mean squared error: ``sum((x - t)^2) / x.size`` (the mean over every
+    element; SINGA before 3.1 halved the sum and divided by the batch). ``x`` and ``t``
+    must have one shape (an AssertionError otherwise, as SINGA's)."""
+    _expect(x.shape == t.shape, "mse_loss",
+            f"input and target shape different: {x.shape}, {t.shape}")
+    return _ops.mse_loss(x, t)
 
 
 # ---------------------------------------------------------------------- nn
@@ -285,10 +327,8 @@ def cossim(a, b):
 
 def ranking_loss(pos, neg, M=0.2):
     """``sum(max(0, M - pos + neg)) / N`` with N = ``pos.shape[0]`` (SINGA)."""
-    if pos.shape != neg.shape:
-        from .errors import ShapeError
-
-        raise ShapeError(f"ranking_loss: pos {pos.shape} and neg {neg.shape} differ in shape")
+    _expect(pos.shape == neg.shape, "ranking_loss",
+            f"pos {pos.shape} and neg {neg.shape} differ in shape")
     hinge = _ops.relu(_ops.add(_ops.sub(neg, pos), float(M)))
     loss = _ops.div(_ops.sum(hinge), float(pos.shape[0] if pos.ndim else 1))
     return _ops.reshape(loss, (1,))  # SINGA's loss shape

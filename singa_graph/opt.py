@@ -8,13 +8,13 @@ a compiled plan without recompiling.
 """
 from __future__ import annotations
 
-import math
 import threading
 
 import numpy as np
 
 from .ir.op import building, is_building
 from .ir.tensor import Tensor
+from .lr_schedules import Constant, DecayScheduler, ExponentialDecay, StepDecay  # noqa: F401
 from .ops import update as _u
 from .passes.autodiff import backward as _eager_backward
 from .passes.autodiff import iter_gradients
@@ -45,55 +45,6 @@ def take_graph_updates() -> tuple[list[Tensor], list["Optimizer"]]:
     opts = list({id(o): o for _, o in updates}.values())
     updates.clear()
     return toks, opts
-
-
-# ---------------------------------------------------------------------------- schedules
-class DecayScheduler:
-    """A learning-rate schedule: ``sched(step) -> value``. As in SINGA, a Tensor step (the
-    optimizer's ``step_counter``) gives a (1,) float32 Tensor; a number gives a float."""
-
-    def __init__(self, init_value: float):
-        self.init_value = float(init_value)
-
-    def __call__(self, step):
-        if isinstance(step, Tensor):
-            v = self.value(int(step.data.reshape(-1)[0]))
-            return Tensor(data=np.array([v], np.float32), requires_grad=False)
-        return self.value(step)
-
-    def value(self, step: int) -> float:
-        """The value at ``step`` (subclasses define it)."""
-        raise NotImplementedError
-
-
-class Constant(DecayScheduler):
-    """The same value at every step."""
-
-    def value(self, step):
-        return self.init_value
-
-
-class ExponentialDecay(DecayScheduler):
-    """``init * rate ** (step / decay_steps)`` (floored exponent when ``staircase``)."""
-
-    def __init__(self, init_value, decay_steps, decay_rate, staircase=False):
-        super().__init__(init_value)
-        self.decay_steps, self.decay_rate, self.staircase = decay_steps, decay_rate, staircase
-
-    def value(self, step):
-        e = step / self.decay_steps
-        return self.init_value * self.decay_rate ** (math.floor(e) if self.staircase else e)
-
-
-class StepDecay(DecayScheduler):
-    """``init * gamma ** (step // step_size)``."""
-
-    def __init__(self, init_value, step_size, gamma=0.1):
-        super().__init__(init_value)
-        self.step_size, self.gamma = step_size, gamma
-
-    def value(self, step):
-        return self.init_value * self.gamma ** (step // self.step_size)
 
 
 # ---------------------------------------------------------------------------- optimizers
@@ -251,11 +202,28 @@ class Optimizer:
         return mine
 
     # checkpoints ------------------------------------------------------------------------
-    def get_states(self) -> dict[str, np.ndarray]:
-        """Optimizer state keyed by ``<param name>/<slot>``, plus ``hyper/<name>`` for the
-        hyperparameters and the step counter (what :meth:`load_states` takes back)."""
-        out = {k: t.host_data() for k, t in self.state_tensors().items()}
-        out.update({f"hyper/{k}": v for k, v in self.hyper_states().items()})
+    def get_states(self) -> dict:
+        """SINGA's layout: ``{"step_counter": float, <slot>: {param name: Tensor}, ...}``
+        with SINGA's slot names (SGD ``moments``, RMSProp ``running_average``, AdaGrad
+        ``history``, Adam ``m`` and ``v``), plus ``"hyper"``: the hyperparameters' current
+        values (SINGA keeps them as constructor arguments). The Tensors are copies: later
+        steps do not change what was returned. :meth:`set_states` takes it back."""
+        out = {"step_counter": float(self._step_count())}
+        for slot, per_param in self._slot_states().items():
+            out[slot] = {name: Tensor(data=t.host_data().copy(), requires_grad=False)
+                         for name, t in per_param.items()}
+        out["hyper"] = {k: float(t.data) for k, t in self._tensors.items()}
+        return out
+
+    #: SINGA's names of the per-parameter state tensors, in slot order
+    _slot_names: tuple = ("moments",)
+
+    def _slot_states(self) -> dict[str, dict[str, Tensor]]:
+        """``{slot name: {param name: state Tensor}}`` of the state created so far."""
+        out: dict[str, dict[str, Tensor]] = {}
+        for k, st in self._state.items():
+            for i, t in enumerate(st):
+                out.setdefault(self._slot_names[i], {})[self._names[k]] = t
         return out
 
     def state_tensors(self) -> dict[str, Tensor]:
@@ -275,9 +243,25 @@ class Optimizer:
         return out
 
     def set_states(self, states: dict) -> None:
-        """Restore what :meth:`get_states` returned (SINGA's name)."""
-        self.load_states({k: v for k, v in states.items() if not k.startswith("hyper/")},
-                         {k[6:]: v for k, v in states.items() if k.startswith("hyper/")})
+        """Restore what :meth:`get_states` returned (SINGA's layout: ``step_counter``, the
+        slot dicts, here also ``hyper``). Every key is optional, as a SINGA user may give
+        only ``{"step_counter": 5}``; values may be Tensors, arrays or numbers."""
+        flat, hyper = {}, dict(states.get("hyper", {}))
+        if "step_counter" in states:
+            hyper["step_counter"] = _host(states["step_counter"])
+        for slot, per_param in states.items():
+            if slot in ("step_counter", "hyper"):
+                continue
+            if slot not in self._slot_keys():
+                raise KeyError(f"{type(self).__name__}.set_states: unknown state {slot!r}; "
+                               f"expected step_counter, hyper or one of {self._slot_keys()}")
+            for name, v in per_param.items():
+                flat[f"{name}/{self._slot_keys()[slot]}"] = _host(v)
+        self.load_states(flat, hyper)
+
+    def _slot_keys(self) -> dict[str, int | str]:
+        """SINGA slot name -> the suffix of our ``<param name>/<suffix>`` state keys."""
+        return {n: i for i, n in enumerate(self._slot_names)}
 
     def load_states(self, states: dict, hyper: dict | None = None) -> None:
         """Restore state saved by :meth:`state_tensors`/:meth:`hyper_states`. State of a
@@ -288,11 +272,20 @@ class Optimizer:
                 mine[k].copy_from_numpy(v)
             else:
                 self._pending[k] = np.array(v)
-        for k, v in (hyper or {}).items():
+        hyper = hyper or {}
+        for k, v in hyper.items():
             if k == "step_counter":
                 self.step_counter.data[0] = int(np.asarray(v).reshape(-1)[0])
             else:
                 self._set_scalar(k, v)
+        sched = self.__dict__.get("_lr_sched")
+        if "step_counter" in hyper and "lr" not in hyper and sched is not None:
+            self._set_scalar("lr", sched.value(self._step_count()))  # SINGA: lr(step)
+
+
+def _host(v) -> np.ndarray:
+    """A state value given as a Tensor, an array or a number, as a host array."""
+    return np.array(v.host_data() if isinstance(v, Tensor) else v)
 
 
 class SGD(Optimizer):
@@ -354,6 +347,17 @@ class Adam(Optimizer):
         out.update({f"{self._names[k]}/step": t for k, t in self._steps.items()})
         return out
 
+    _slot_names = ("m", "v")
+
+    def _slot_states(self):
+        out = super()._slot_states()
+        if self._steps:  # bias correction counts per parameter (SINGA: one step_counter)
+            out["steps"] = {self._names[k]: t for k, t in self._steps.items()}
+        return out
+
+    def _slot_keys(self):
+        return {**super()._slot_keys(), "steps": "step"}
+
     def state_specs(self, params):
         out = super().state_specs(params)
         out.update({f"{n}/step": ((), np.dtype(np.float64)) for n in params})
@@ -365,6 +369,7 @@ class RMSProp(Optimizer):
 
     _hyper = ("rho", "epsilon", "weight_decay")
     _bounds = {**Optimizer._bounds, "rho": (0.0, None)}
+    _slot_names = ("running_average",)
 
     def __init__(self, lr=0.01, rho=0.9, epsilon=1e-8, weight_decay=0.0):
         super().__init__(lr, rho=rho, epsilon=epsilon, weight_decay=weight_decay)
@@ -379,6 +384,7 @@ class AdaGrad(Optimizer):
     """AdaGrad: divide by the root of the summed squared gradients."""
 
     _hyper = ("epsilon", "weight_decay")
+    _slot_names = ("history",)
 
     def __init__(self, lr=0.01, epsilon=1e-8, weight_decay=0.0):
         super().__init__(lr, epsilon=epsilon, weight_decay=weight_decay)

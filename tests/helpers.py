@@ -106,6 +106,24 @@ def graph_matches_eager(fn, *arrays, grad=True):
             np.testing.assert_array_equal(got[1 + k], eg[id(ts[i])])
 
 
+def onnx_exports():
+    """bench/torchvision_models.py for its ``randomise`` and ``export`` (torch.onnx, opset 17,
+    symbolic batch) of any torch model; skips the calling module where torch is missing."""
+    import importlib.util
+    import os
+
+    import pytest
+
+    pytest.importorskip("torch")
+    path = os.path.join(os.path.dirname(__file__), "..", "bench", "torchvision_models.py")
+    if not os.path.exists(path):
+        pytest.skip("bench/torchvision_models.py is not here", allow_module_level=True)
+    spec = importlib.util.spec_from_file_location("torchvision_models", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def torchvision_models():
     """bench/torchvision_models.py (torchvision's import shim, model builders, ONNX export),
     with torchvision imported; skips the calling test module where torch or torchvision is

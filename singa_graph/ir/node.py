@@ -67,7 +67,9 @@ class Node:
 
         Each ``dy`` may be a Tensor, an array or a number (broadcast to the output's shape;
         ``backward()`` of a scalar loss uses 1.0, as SINGA). Returns one Tensor, or a tuple
-        with one entry per input (None for inputs without a gradient, such as labels).
+        with one entry per forward input of SINGA's operator (None for inputs without a
+        gradient); inputs that SINGA's operator takes as constructor arguments (a loss's
+        target, Where's condition: ``op.attribute_inputs``) get no entry, as in SINGA.
         """
         import numpy as np
 
@@ -87,6 +89,8 @@ class Node:
         def as_grad(d, y):
             if d is None or isinstance(d, Tensor):
                 return d
+            if y.dtype.kind != "f":
+                return None  # nothing flows into an integer output (shape, argmax)
             arr = np.broadcast_to(np.asarray(d, y.dtype), y.shape)
             return Tensor(data=arr, device=y.device, requires_grad=False)
 
@@ -96,7 +100,7 @@ class Node:
                                         [as_grad(d, y) for d, y in zip(dys, self.outputs)],
                                         needs))
         dxs = [dx if need else None for dx, need in zip(dxs, needs)]
-        return dxs[0] if len(dxs) == 1 else tuple(dxs)
+        return self.op.protocol_gradients(dxs, dys)
 
     def __repr__(self):
         ins = ", ".join(t.name for t in self.inputs)

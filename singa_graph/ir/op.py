@@ -85,6 +85,9 @@ class Operation:
             gradient they consume dies at once; the start of an all-reduce).
         run_late: schedulers hold the node back while any other node is ready (the wait of
             an all-reduce, so that communication overlaps the rest of the backward).
+        attribute_inputs: indices of inputs that SINGA's operator takes as constructor
+            arguments rather than forward inputs (Where's condition, a loss's target), so
+            that SINGA's ``y.creator.backward(dy)`` returns no gradient for them.
 
     and implement :meth:`infer` and, when differentiable, :meth:`gradient`.
     """
@@ -96,6 +99,7 @@ class Operation:
     differentiable: ClassVar[bool] = True
     run_asap: ClassVar[bool] = False
     run_late: ClassVar[bool] = False
+    attribute_inputs: ClassVar[tuple] = ()
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -130,6 +134,14 @@ class Operation:
         there to save work). Returns one entry per input.
         """
         raise UnsupportedOpError(f"op {self.type} has no gradient")
+
+    def protocol_gradients(self, dxs: list, dys: Sequence[Tensor]):
+        """What SINGA's ``Operator.backward`` returns, given this op's input gradients
+        ``dxs`` and the output gradients ``dys`` as the caller gave them (see
+        :meth:`Node.backward`): one per input that is not in
+        ``attribute_inputs``, a single one unwrapped."""
+        dxs = [dx for i, dx in enumerate(dxs) if i not in self.attribute_inputs]
+        return dxs[0] if len(dxs) == 1 else tuple(dxs)
 
     def index_inputs(self, inputs: Sequence[Tensor]) -> dict[int, int]:
         """Inputs that hold class indices, as ``{input index: n}``: every value must lie in

@@ -15,9 +15,13 @@ update), whose plan needs a fraction of the steps and memory of the op-by-op cel
 Parameters and their initialisation are SINGA's: RNN ``Wx (in, hid)``, ``Wh (hid, hid)``
 from N(0, 1) and ``b`` zeros; LSTM ``Wx_g, Wh_g`` from N(0, 0.01^2) and ``Bx_g, Bh_g``
 zeros for each gate g in i, f, o, g. ``num_layers > 1``, ``bidirectional``, ``dropout`` and
-``batch_first`` (cuDNN options in SINGA) are refused rather than ignored.
+``batch_first`` (cuDNN options in SINGA) are refused rather than ignored. Initial states
+are ``(batch, hidden)`` or, as SINGA's cuDNN layer takes them, ``(num_layers * directions,
+batch, hidden)``; final states come back in the layout the initial ones were given in.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from .. import initializer
 from .. import ops as _ops
@@ -44,6 +48,13 @@ class RNN_Base(Layer):
         self.batch_first, self.dropout, self.bidirectional = False, 0, False
 
     def _check(self, xs, *states):
+        """Check the timesteps and bring each initial state to (batch, hidden).
+
+        A state may come as ``(batch, hidden)``, in cuDNN's ``(num_layers * directions,
+        batch, hidden)`` layout (SINGA's CudnnRNN; ``(1, batch, hidden)`` here), or as
+        anything that broadcasts to ``(batch, hidden)`` (SINGA's cell multiplies by it
+        elementwise, so its own tests pass a ``(batch, 1)`` cell state). Returns the states
+        as (batch, hidden) tensors and whether they came in the 3-d layout."""
         if not xs:
             raise ShapeError(f"{type(self).__name__} needs at least one timestep")
         n = xs[0].shape[0]
@@ -51,13 +62,36 @@ class RNN_Base(Layer):
             if x.shape != (n, self.input_size):
                 raise ShapeError(f"{type(self).__name__}: timestep {t} has shape {x.shape}, "
                                  f"expected ({n}, {self.input_size})")
+        want, out, layered = (n, self.hidden_size), [], False
         for s in states:
-            if s.shape != (n, self.hidden_size):
-                raise ShapeError(f"{type(self).__name__}: state of shape {s.shape}, expected "
-                                 f"({n}, {self.hidden_size})")
+            if s.shape == (1,) + want:
+                out.append(_ops.reshape(s, want))
+                layered = True
+            elif s.shape == want:
+                out.append(s)
+            elif s.ndim <= 2 and _broadcasts(s.shape, want):
+                out.append(_ops.broadcast_to(s, want))
+            else:
+                raise ShapeError(
+                    f"{type(self).__name__}: initial state of shape {s.shape}; expected "
+                    f"(num_layers * directions, batch, hidden) = (1, {n}, {self.hidden_size})"
+                    f" or (batch, hidden) = {want}")
+        return out, layered
 
     def step_forward(self, *args):
         raise NotImplementedError
+
+
+def _broadcasts(shape, to) -> bool:
+    try:
+        return tuple(np.broadcast_shapes(shape, to)) == tuple(to)
+    except ValueError:
+        return False
+
+
+def _layout(t, layered):
+    """A final state in the layout its initial state came in."""
+    return _ops.reshape(t, (1,) + tuple(t.shape)) if layered else t
 
 
 def _affine(x, w, b):
@@ -78,12 +112,12 @@ class RNN(RNN_Base):
 
     def forward(self, xs, h0):
         xs = list(xs)
-        self._check(xs, h0)
-        out, h = [], h0
+        (h,), layered = self._check(xs, h0)
+        out = []
         for x in xs:
             h = self.step_forward(x, h, self.Wx, self.Wh, self.b if self.bias else None)
             out.append(h)
-        return out, h
+        return out, _layout(h, layered)
 
     def step_forward(self, x, h, Wx, Wh, b):
         y = _ops.add(_ops.matmul(h, Wh), _ops.matmul(x, Wx))
@@ -118,15 +152,14 @@ class LSTM(RNN_Base):
                 setattr(self, f"Bh_{g}", _param((self.hidden_size,), x, initializer.zeros))
 
     def forward(self, xs, h0_c0):
-        h, c = h0_c0
         xs = list(xs)
-        self._check(xs, h, c)
+        (h, c), layered = self._check(xs, *h0_c0)
         weights = self._fused_weights()  # once per sequence, not per step
         out = []
         for x in xs:
             h, c = self._step(x, h, c, *weights)
             out.append(h)
-        return out, h, c
+        return out, _layout(h, layered), _layout(c, layered)
 
     def _fused_weights(self):
         """The four gates' weights side by side, (in, 4H) and (H, 4H), and the summed

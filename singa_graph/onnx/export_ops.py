@@ -18,7 +18,7 @@ _SAME_NAME = {"Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Pow": "Po
               "Atan": "Atan", "Sinh": "Sinh", "Cosh": "Cosh", "Asinh": "Asinh",
               "Acosh": "Acosh", "Atanh": "Atanh", "Erf": "Erf", "Ceil": "Ceil",
               "Floor": "Floor", "Round": "Round", "Reciprocal": "Reciprocal",
-              "Softplus": "Softplus", "Softsign": "Softsign", "PRelu": "PRelu", "Max": "Max",
+              "Softplus": "Softplus", "Softsign": "Softsign", "Max": "Max", "ElementwiseMean": "Mean",
               "Min": "Min",
               # data movement (export_layout.py)
               "Shape": "Shape", "NonZero": "NonZero"}
@@ -27,6 +27,21 @@ _SAME_NAME = {"Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Pow": "Po
 @exporter(*_SAME_NAME)
 def same_name(ctx, node):
     ctx.emit(_SAME_NAME[node.type], node.inputs, node.outputs)
+
+
+@exporter("PRelu")
+def prelu(ctx, node):
+    """ONNX's PRelu broadcasts only the slope: an ``x`` that SINGA's rule broadcasts against
+    the slope is expanded first (by 1 on the axes it already has, so a dynamic batch stays)."""
+    x, y = node.inputs[0], node.outputs[0]
+    if x.shape != y.shape:
+        pad = (1,) * (y.ndim - x.ndim) + tuple(x.shape)
+        grow = [o if d != o else 1 for d, o in zip(pad, y.shape)]
+        big = ctx.fresh(y)
+        ctx.emit("Expand", [x, ctx.const(np.array(grow, np.int64))], [big])
+        ctx.emit("PRelu", [big, node.inputs[1]], [y])
+    else:
+        ctx.emit("PRelu", node.inputs, node.outputs)
 
 
 @exporter("LeakyReLU")

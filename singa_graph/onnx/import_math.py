@@ -80,9 +80,8 @@ def sum_(n):
 
 @importer("Mean")
 def mean_(n):
-    y = _variadic(n, ops.add)
-    k = sum(1 for i in range(n.n_inputs) if n.has(i))
-    return ops.div(y, scalar_like(k, y)) if k > 1 else y
+    xs = [n.t(i) for i in range(n.n_inputs) if n.has(i)]
+    return ops.mean_of(*xs) if len(xs) > 1 else ops.identity(xs[0])
 
 
 # ---------------------------------------------------------------------- reductions

@@ -10,6 +10,7 @@ static within one plan, so each batch size traces and compiles its own plan.
 """
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import numpy as np
@@ -19,6 +20,7 @@ from onnx import numpy_helper
 from ..errors import (DTypeError, GraphError, ModelFormatError, ShapeError,
                       SingaGraphError, UnsupportedOpError)
 from ..ir.tensor import Parameter, Tensor
+from . import guards
 from .registry import find_importer
 
 # Ops whose output is known at trace time whatever their inputs are.
@@ -39,7 +41,12 @@ class NeedsValue(GraphError):
 
 
 def read_model(src) -> onnx.ModelProto:
-    """A ModelProto from a path, bytes or a ModelProto; clear errors for bad files."""
+    """A ModelProto from a path, bytes or a ModelProto; clear errors for bad files.
+
+    Everything in the file is checked before it is used (see :mod:`.guards`): the opset,
+    the size of every stored tensor against its dims, and external data, which is read
+    only from files inside the model's folder and only for a model given by its path."""
+    base_dir = None
     if isinstance(src, onnx.ModelProto):
         model = src
     else:
@@ -52,6 +59,7 @@ def read_model(src) -> onnx.ModelProto:
                     data = f.read()
             except OSError as e:
                 raise ModelFormatError(f"cannot read ONNX file {what}: {e.strerror}") from None
+            base_dir = os.path.dirname(os.path.abspath(str(src)))
         if not data:
             raise ModelFormatError(f"{what} is empty, not an ONNX model")
         model = onnx.ModelProto()
@@ -63,6 +71,9 @@ def read_model(src) -> onnx.ModelProto:
         if not model.HasField("graph") or not model.opset_import:
             raise ModelFormatError(f"{what} is not an ONNX model: it has no graph or no "
                                    "opset_import")
+    guards.check_opset(model)
+    guards.check_stored_tensors(model)
+    guards.load_external_data(model, base_dir)  # checked, then read into the model
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as e:
@@ -100,7 +111,24 @@ class Program:
         self.inputs = [i.name for i in self.graph.input if i.name not in self.initializers]
         self.input_info = {i.name: i for i in self.graph.input}
         self.outputs = [o.name for o in self.graph.output]
+        self._check_order()
         self.check_supported()
+
+    def _check_order(self) -> None:
+        """Every node reads only graph inputs, initialisers and outputs of earlier nodes (so
+        the graph has no cycle and no dangling input), and every graph output is made."""
+        known = {i.name for i in self.graph.input} | set(self.initializers)
+        for n in self.graph.node:
+            for x in n.input:
+                if x and x not in known:
+                    raise ModelFormatError(
+                        f"node {n.name or n.op_type!r} ({n.op_type}) reads {x!r}, which no "
+                        "graph input, initialiser or earlier node produces (a dangling input,"
+                        " or a cycle)")
+            known.update(o for o in n.output if o)
+        missing = [o for o in self.outputs if o not in known]
+        if missing:
+            raise ModelFormatError(f"the graph never produces its output(s) {missing}")
 
     def input_shapes(self) -> list[tuple]:
         """Declared shapes of the fed inputs; symbolic or unknown dimensions are None."""
@@ -168,12 +196,13 @@ class Program:
             if not nodes:
                 raise GraphError(f"last_layers={last_layers} leaves no node of the model")
         for i, proto in enumerate(nodes):
+            node = NodeView(proto, env, self, store, training)
+            guards.check_node_output(node)  # before anything of that size is made
+            where = f"ONNX node {proto.name or proto.op_type!r} ({proto.op_type})"
             if i in static and proto.op_type not in STATIC_OUTPUT:
                 values = self._fold(proto, env)
             else:
-                node = NodeView(proto, env, self, store, training)
                 fn = find_importer(proto.op_type, self.opset)
-                where = f"ONNX node {proto.name or proto.op_type!r} ({proto.op_type})"
                 try:
                     values = fn(node)
                 except (NeedsValue, UnsupportedOpError):
@@ -184,6 +213,9 @@ class Program:
                     raise GraphError(f"{where}: {e}") from e
             if not isinstance(values, (list, tuple)):
                 values = [values]
+            for v in values:  # traced tensors are not allocated yet: refuse huge ones now
+                if isinstance(v, Tensor):
+                    guards.check_size(v.shape, v.dtype, where)
             for name, v in zip(proto.output, values):
                 if name:
                     env[name] = v
@@ -301,6 +333,9 @@ class NodeView:
     def shape(self, i: int) -> tuple:
         v = self._raw(i)
         return tuple(v.shape)
+
+    def dtype(self, i: int) -> np.dtype:
+        return np.dtype(self._raw(i).dtype)
 
     def fail(self, what: str):
         raise UnsupportedOpError(f"{self.op_type} node {self.name!r}: {what} is not "

@@ -12,8 +12,8 @@ from ..ir.tensor import TensorSpec
 from ._util import broadcast_shape, need_float, same_dtype
 
 __all__ = ["Add", "Sub", "Mul", "Div", "Neg", "Exp", "Log", "Sqrt", "Pow", "Abs", "Sign",
-           "SumTo", "BroadcastTo", "Cast", "add", "sub", "mul", "div", "neg", "exp", "log",
-           "sqrt", "pow", "abs", "sign", "sum_to", "broadcast_to", "cast"]
+           "SumTo", "BroadcastTo", "Cast", "ElementwiseMean", "add", "sub", "mul", "div", "neg", "exp", "log",
+           "sqrt", "pow", "abs", "sign", "sum_to", "broadcast_to", "cast", "mean_of"]
 
 
 class _Binary(Operation):
@@ -33,6 +33,41 @@ class Add(_Binary):
     def gradient(self, inputs, outputs, dys, needs):
         a, b = inputs
         return [_reduce(dys[0], a.shape), _reduce(dys[0], b.shape)]
+
+
+class ElementwiseMean(Operation):
+    """The elementwise mean of two or more tensors with numpy broadcasting (ONNX's Mean,
+    SINGA's ``autograd.mean``): their sum, left to right, times ``1 / n``, as SINGA's. Each
+    input's gradient is ``dy / n`` (summed over its broadcast axes)."""
+
+    formula = "add"
+    inplace = {0: 0}
+
+    def infer(self, *xs):
+        if len(xs) < 2:
+            raise ShapeError(f"needs at least two tensors, got {len(xs)}")
+        shape = xs[0].shape
+        for x in xs[1:]:
+            shape = broadcast_shape(shape, x.shape)
+        self.alpha = 1.0 / len(xs)
+        return [TensorSpec(shape, same_dtype(*xs))]
+
+    @property
+    def program(self):
+        steps = [("add", (0, 1))] + [("add", (-(i - 1), i)) for i in range(2, self._n)]
+        return tuple(steps) + (("scale", (-len(steps),)),)
+
+    @property
+    def values(self):
+        return ((0.0, 0.0),) * (self._n - 1) + ((self.alpha, 0.0),)
+
+    @property
+    def _n(self):
+        return int(round(1.0 / self.alpha))
+
+    def gradient(self, inputs, outputs, dys, needs):
+        g = mul(dys[0], self.alpha)
+        return [_reduce(g, x.shape) if need else None for x, need in zip(inputs, needs)]
 
 
 class Sub(_Binary):
@@ -238,6 +273,11 @@ def sum_to(x, shape):
 
 def broadcast_to(x, shape):
     return BroadcastTo(shape)(x)
+
+
+def mean_of(*xs):
+    """The elementwise mean of two or more tensors (numpy broadcasting)."""
+    return ElementwiseMean()(*xs)
 
 
 def cast(x, dtype):

@@ -102,6 +102,10 @@ def neg(x, a, g, k):
     return -x
 
 
+def scale(x, a, g, k):
+    return a * x
+
+
 def exp(x, a, g, k):
     return math.exp(x)
 

@@ -25,13 +25,22 @@ _BEGIN = -(2 ** 62)  # a slice end before the first element (ONNX's INT_MIN)
 
 
 class Shape(Operation):
-    """The shape of ``x`` as an int64 vector."""
+    """The shape of ``x`` as an int64 vector.
 
-    differentiable = False
+    Recorded like any op, so ``shape(x).creator`` exists as in SINGA; nothing flows back
+    to ``x`` (its shape does not depend on its values). SINGA's ``creator.backward(dy)``
+    returns the shape of ``dy`` as a list of ints, and so does ours."""
 
     def infer(self, x):
         self._value = np.array(x.shape, np.int64)
         return [TensorSpec((x.ndim,), np.int64)]
+
+    def gradient(self, inputs, outputs, dys, needs):
+        return [None]
+
+    def protocol_gradients(self, dxs, dys):
+        dy = dys[0]
+        return [int(s) for s in (dy.shape if hasattr(dy, "shape") else np.shape(dy))]
 
 
 class Squeeze(Reshape):

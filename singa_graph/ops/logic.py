@@ -80,6 +80,8 @@ class Where(Operation):
     """``x`` where ``condition`` is nonzero, ``y`` elsewhere (ONNX input order
     ``(condition, x, y)``; all three broadcast)."""
 
+    attribute_inputs = (0,)  # SINGA's Where(condition)(x, y)
+
     formula = "where"
 
     def infer(self, cond, x, y):

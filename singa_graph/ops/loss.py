@@ -34,6 +34,8 @@ class SoftmaxCrossEntropy(Operation):
     int64; they get no gradient) or float targets of shape (N, C), one-hot or probabilities.
     """
 
+    attribute_inputs = (1,)  # SINGA passes the target to the constructor
+
     def infer(self, x, t):
         need_float(x)
         if x.ndim != 2:
@@ -83,6 +85,8 @@ class MeanSquareError(Operation):
     ``sum((x - t)^2) / x.size``. ``x`` and ``t`` must have the same shape and dtype.
     """
 
+    attribute_inputs = (1,)  # SINGA passes the target to the constructor
+
     def infer(self, x, t):
         need_float(x)
         if x.shape != t.shape:
@@ -107,6 +111,8 @@ class CrossEntropy(Operation):
     """SINGA's ``CrossEntropy``: ``-sum(t * log(y)) / N`` on probabilities ``y`` and one-hot
     (or probability) targets ``t`` of the same shape. Terms with ``t == 0`` count as 0, so a
     zero probability of a wrong class gives no NaN."""
+
+    attribute_inputs = (1,)  # SINGA passes the target to the constructor
 
     def infer(self, y, t):
         need_float(y)

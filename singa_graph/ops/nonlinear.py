@@ -106,15 +106,19 @@ class Gelu(_Act):
 
 
 class PRelu(Operation):
-    """``x`` for ``x >= 0``, ``slope * x`` otherwise; ``slope`` broadcasts to ``x``."""
+    """``x`` for ``x >= 0``, ``slope * x`` otherwise. ``x`` and ``slope`` broadcast against
+    each other as numpy's (SINGA's PRelu: x (1, 4, 1, 6) and slope (3, 1, 5, 6) give
+    (3, 4, 5, 6)); ONNX's PRelu, where only ``slope`` broadcasts, is the common case."""
 
     formula = "prelu"
 
     def infer(self, x, slope):
         need_float(x)
-        if broadcast_shape(x.shape, slope.shape) != x.shape:
-            raise ShapeError(f"slope {slope.shape} does not broadcast to x {x.shape}")
-        return [TensorSpec(x.shape, same_dtype(x, slope))]
+        try:
+            shape = broadcast_shape(x.shape, slope.shape)
+        except ShapeError:
+            raise ShapeError(f"slope {slope.shape} and x {x.shape} do not broadcast") from None
+        return [TensorSpec(shape, same_dtype(x, slope))]
 
     def gradient(self, inputs, outputs, dys, needs):
         from .logic import less
@@ -123,6 +127,8 @@ class PRelu(Operation):
         neg_mask = less(x, 0.0)
         dy = dys[0]
         dx = mul(dy, sub(1.0, mul(neg_mask, sub(1.0, slope)))) if needs[0] else None
+        if dx is not None and dx.shape != x.shape:  # x broadcast against the slope
+            dx = sum_to(dx, x.shape)
         ds = sum_to(mul(dy, mul(x, neg_mask)), slope.shape) if needs[1] else None
         return [dx, ds]
 

@@ -109,6 +109,7 @@ WINDOWS = [
     ("3x3 stride 1 pad 1 (overlapping)", 3, 1, 1, 5, 6, False),
     ("3x2 stride (1, 2) asymmetric pads", (3, 2), (1, 2), (1, 0, 0, 1), 6, 7, False),
     ("1x1 stride 2", 1, 2, 0, 5, 5, False),
+    ("2x2 stride 1 pads (0, 0, 1, 1), darknet's", 2, 1, (0, 0, 1, 1), 5, 6, False),
     # ceil mode: partial last windows, clipped to the input (and, for count_include_pad,
     # to the trailing padding: 6 rows and 8 columns at stride 2 pad 1 hang one past it)
     ("3x3 stride 2 ceil", 3, 2, 0, 8, 7, True),
