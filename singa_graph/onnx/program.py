@@ -168,11 +168,18 @@ class Program:
             if not nodes:
                 raise GraphError(f"last_layers={last_layers} leaves no node of the model")
         for i, proto in enumerate(nodes):
-            if i in static and proto.op_type not in STATIC_OUTPUT:
-                values = self._fold(proto, env)
-            else:
+            fn = find_importer(proto.op_type, self.opset)
+            values = None
+            if (i in static and proto.op_type not in STATIC_OUTPUT
+                    and self._inputs_known(proto, env)):
+                values = self._fold(proto, env, can_run=fn is not None)
+            if values is None:  # computed at run time (or folding left it to its import)
+                if fn is None:
+                    raise UnsupportedOpError(
+                        f"{proto.op_type} node {proto.name!r}: an input is computed at run "
+                        f"time (a node before it could not be folded), and {proto.op_type} "
+                        "has no import to run it")
                 node = NodeView(proto, env, self, store, training)
-                fn = find_importer(proto.op_type, self.opset)
                 where = f"ONNX node {proto.name or proto.op_type!r} ({proto.op_type})"
                 try:
                     values = fn(node)
@@ -198,16 +205,38 @@ class Program:
             raise GraphError(f"the model never computes output(s) {missing}")
         return [env[n] for n in names]
 
-    def _fold(self, proto, env) -> list:
-        """Run one node on known values with ONNX's reference implementation."""
+    def _inputs_known(self, proto, env) -> bool:
+        """True when every input of ``proto`` is a value known now (an earlier node that
+        could not be folded has left a Tensor instead)."""
+        return all(isinstance(env[x], np.ndarray) if x in env else x in self.initializers
+                   for x in proto.input if x)
+
+    def _fold(self, proto, env, can_run: bool = False):
+        """Run one node on known values: with :data:`.folding.FOLDERS` where ONNX's reference
+        implementation is wrong or slow, else with that reference. When neither can and the
+        node has an import (``can_run``), None: the node is built into the graph and runs at
+        run time instead."""
         from onnx import helper
         from onnx.reference import ReferenceEvaluator
+
+        from .folding import FOLDERS
 
         ins = [x for x in proto.input if x]
         vals = {}
         for x in ins:
             v = env[x] if x in env else self.initializers[x]
             vals[x] = np.asarray(v)
+        own = FOLDERS.get(proto.op_type)
+        if own is not None:
+            attrs = {a.name: helper.get_attribute_value(a) for a in proto.attribute}
+            try:
+                return [np.asarray(o) for o in own(
+                    [vals[x] if x else None for x in proto.input], attrs)]
+            except Exception as e:
+                if can_run:
+                    return None
+                raise UnsupportedOpError(f"cannot evaluate constant node {proto.name!r} "
+                                         f"({proto.op_type}): {e}") from None
         graph = helper.make_graph(
             [proto], "fold",
             [helper.make_tensor_value_info(x, helper.np_dtype_to_tensor_dtype(vals[x].dtype),
@@ -217,6 +246,8 @@ class Program:
         try:
             out = ReferenceEvaluator(m).run(None, vals)
         except Exception as e:
+            if can_run:
+                return None
             raise UnsupportedOpError(f"cannot evaluate constant node {proto.name!r} "
                                      f"({proto.op_type}): {e}") from None
         return [np.asarray(o) for o in out]
