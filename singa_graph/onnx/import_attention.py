@@ -10,8 +10,9 @@ which keys a query sees (``attn_mask``, boolean or additive, padded to the key l
 is aligned to the bottom right as ONNX specifies: with a cache of ``P`` keys, query ``i``
 sees keys ``j <= i + P``.
 
-A query row that no key may attend answers 0 (ONNX's rule; a softmax over nothing is NaN),
-so where a mask may mask a whole row the output is zeroed there by a Where.
+A query row that no key may attend answers 0 (ONNX's rule; a softmax over nothing is NaN):
+where a mask may hide a whole row, that row is let see every key and its output is zeroed
+by a Where afterwards, so neither the forward nor the gradients meet a NaN.
 
 ``softcap`` and the ``qk_matmul_output`` output need the scores themselves, so those
 nodes are composed from MatMul, Tanh, Softmax and Where instead. float16 inputs are
@@ -204,6 +205,9 @@ def attention(n):
     if composed:
         y, qk = _composed(n, q, k, v, full, guard, scale, softcap)
     else:
+        if guard is not None:  # a hidden row sees every key instead: no NaN to zero later
+            full = _bool(ops.logical_or(full, _bool(ops.logical_not(guard)))) \
+                if full.dtype == np.bool_ else ops.where(guard, full, scalar_like(0, full))
         y = ops.scaled_dot_product_attention(q, k, v, full, use_kernel_causal, scale, layout)
         qk = None
         if guard is not None:
@@ -238,9 +242,11 @@ def _composed(n, q, k, v, mask, guard, scale, softcap):
     if mask is not None:
         bias = mask if mask.dtype != np.bool_ else ops.where(
             mask, scalar_like(0, scores), scalar_like(-np.inf, scores))
-        scores = ops.add(scores, bias)
+        biased = ops.add(scores, bias)
         if mode == 2:
-            qk = scores
+            qk = biased
+        # a hidden row takes the unmasked scores (its softmax stays finite; zeroed below)
+        scores = biased if guard is None else ops.where(guard, biased, scores)
     p = ops.softmax(scores, scores.ndim - 1)
     if guard is not None:
         p = ops.where(guard, p, scalar_like(0, p))

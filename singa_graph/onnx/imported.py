@@ -108,8 +108,11 @@ class ONNXModel(_Classifier):
                 for o in outs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def train_one_batch(self, x, y):
-        out = self.forward(x)
+    def train_one_batch(self, *xs_and_y):
+        """One step on the model's inputs (``input_ids, attention_mask, ...``) and the
+        labels last."""
+        *xs, y = xs_and_y
+        out = self.forward(*xs)
         if isinstance(out, tuple):
             out = out[0]
         loss = self.softmax_cross_entropy(out, y)

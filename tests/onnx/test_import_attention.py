@@ -94,12 +94,19 @@ def test_opset23_attention_with_a_cache_matches_onnxruntime():
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
-def test_imported_attention_trains():
+@pytest.mark.parametrize("hidden_row", [False, True])
+def test_imported_attention_trains(hidden_row):
     """The imported Attention runs the fused attention op forward and backward: five SGD
-    steps on a classification of the mean token lower the loss."""
-    m = _self_attention(None, 1)
+    steps on a classification of the mean token lower the loss. A query row that its mask
+    hides completely answers 0 and leaves every gradient finite."""
+    m = _self_attention(B if hidden_row else None, 1)
     x = _f32(4, 6, 32)
     y = np.array([0, 5, 9, 31], np.int32)
+    feeds = [x]
+    if hidden_row:
+        mask = _key_padding(4, B)
+        mask[1, :, 2, :] = False
+        feeds.append(mask)
     im = sonnx_io.load(_model(
         list(m.graph.node) + [helper.make_node("ReduceMean", ["y", "axes"], ["logits"],
                                                keepdims=0)],
@@ -107,9 +114,10 @@ def test_imported_attention_trains():
         {**{t.name: numpy_helper.to_array(t) for t in m.graph.initializer},
          "axes": np.array([1], np.int64)}))
     im.set_optimizer(opt.SGD(lr=0.5))
-    im.compile([x], is_train=True, use_graph=True)
-    losses = [float(im(x, y)[1].to_numpy().ravel()[0]) for _ in range(5)]
+    im.compile(feeds, is_train=True, use_graph=True)
+    losses = [float(im(*feeds, y)[1].to_numpy().ravel()[0]) for _ in range(5)]
     assert losses[-1] < losses[0] and np.all(np.isfinite(losses))
+    assert all(np.isfinite(p.to_numpy()).all() for p in im.get_params().values())
 
 
 # ---------------------------------------------------------------------- Einsum, CumSum

@@ -154,8 +154,9 @@ class _Classifier(torch.nn.Module):
             for p in self.parameters():
                 p.add_(0.02 * torch.randn_like(p))
 
-    def forward(self, input_ids):
-        return self.head(self.bert(input_ids=input_ids).pooler_output)
+    def forward(self, input_ids, attention_mask):
+        return self.head(self.bert(input_ids=input_ids,
+                                   attention_mask=attention_mask).pooler_output)
 
 
 def test_bert_with_a_classification_head_fine_tunes_as_torch(tmp_path):
@@ -163,23 +164,23 @@ def test_bert_with_a_classification_head_fine_tunes_as_torch(tmp_path):
     loss goes down."""
     torch.manual_seed(0)
     model = _Classifier()
-    ids, _ = _ids(4, 0)
+    ids, mask = _ids(4, 0)
     y = np.array([0, 1, 2, 1], np.int32)
-    path = _export(model, (torch.from_numpy(ids),), ["input_ids"],
-                   str(tmp_path / "bert_cls.onnx"))
+    path = _export(model, (torch.from_numpy(ids), torch.from_numpy(mask)),
+                   ["input_ids", "attention_mask"], str(tmp_path / "bert_cls.onnx"))
 
     m = sonnx_io.load(path)
     m.set_optimizer(opt.SGD(lr=0.05))
-    m.compile([ids], is_train=True, use_graph=True)
-    ours = [float(m(ids, y)[1].to_numpy().ravel()[0]) for _ in range(5)]
+    m.compile([ids, mask], is_train=True, use_graph=True)
+    ours = [float(m(ids, mask, y)[1].to_numpy().ravel()[0]) for _ in range(5)]
 
     model.train()
     sgd = torch.optim.SGD(model.parameters(), lr=0.05)
     theirs = []
     for _ in range(5):
         sgd.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(torch.from_numpy(ids)),
-                                                 torch.from_numpy(y).long())
+        loss = torch.nn.functional.cross_entropy(
+            model(torch.from_numpy(ids), torch.from_numpy(mask)), torch.from_numpy(y).long())
         loss.backward()
         sgd.step()
         theirs.append(float(loss.detach()))
