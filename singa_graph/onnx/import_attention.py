@@ -105,10 +105,8 @@ def _padded_mask(mask, skv):
     return ops.cat([mask, tail], mask.ndim - 1)
 
 
-def _as_tensor(v, like_dtype=None):
-    if isinstance(v, Tensor):
-        return v
-    return constant(np.asarray(v) if like_dtype is None else np.asarray(v, like_dtype))
+def _as_tensor(v):
+    return v if isinstance(v, Tensor) else constant(np.asarray(v))
 
 
 def _row_seen(allowed, mask):
@@ -125,6 +123,30 @@ def _row_seen(allowed, mask):
         seen = _and(seen, _as_tensor(allowed))
     count = ops.sum(ops.cast(seen, np.float32), -1, True)
     return _bool(ops.greater(count, constant(np.zeros((), np.float32))))
+
+
+def _keys_seen(mask, sq, skv, offset, nonpad, causal, left, right, kernel_causal):
+    """``(mask, guard)``: one mask for the attention op holding every rule on which keys a
+    query sees (``attn_mask`` padded to ``skv`` keys; the causal and window rules with
+    queries at ``offset`` or, with ``nonpad_kv_seqlen``, per batch at run time), and the
+    booleans of :func:`_row_seen` (None when no row can be hidden). ``kernel_causal``: the
+    attention op applies its own top-left causal rule, which the guard must know."""
+    if nonpad is not None:
+        allowed = _allowed_per_batch(nonpad, sq, skv, causal, left, right)
+    else:
+        allowed = _allowed(sq, skv, offset, causal, left, right)
+    if mask is not None:
+        mask = _padded_mask(mask, skv)
+    guard = _row_seen(_allowed(sq, skv, 0, True, -1, -1) if kernel_causal else allowed, mask)
+    if mask is None:
+        full = None if allowed is None else _as_tensor(allowed)
+    elif allowed is None:
+        full = mask
+    elif mask.dtype == np.bool_:
+        full = _and(mask, _as_tensor(allowed))
+    else:
+        full = ops.where(_as_tensor(allowed), mask, scalar_like(-np.inf, mask))
+    return full, guard
 
 
 @importer("Attention", since=23)
@@ -178,37 +200,17 @@ def attention(n):
         k, v = (_repeat_heads(t, hq // hkv, head_axis) for t in (k, v))
     sq, skv = q.shape[seq_axis], k.shape[seq_axis]
 
-    # which keys each query may see: a constant (sq, skv) rule, or per batch at run time
-    use_kernel_causal = (causal and past_k is None and nonpad is None and left < 0
-                         and right < 0 and not composed)
-    if nonpad is not None:
-        allowed = _allowed_per_batch(nonpad, sq, skv, causal, left, right)
-    else:
-        offset = past_k.shape[2] if past_k is not None else 0
-        allowed = None if use_kernel_causal else _allowed(sq, skv, offset, causal, left,
-                                                          right)
-    if mask is not None:
-        mask = _padded_mask(mask, skv)
-    if use_kernel_causal:  # the guard must see the kernel's own causal rule
-        guard = _row_seen(_allowed(sq, skv, 0, True, -1, -1), mask)
-    else:
-        guard = _row_seen(allowed, mask)
-    if mask is None:
-        full = None if allowed is None else _as_tensor(allowed)
-    elif allowed is None:
-        full = mask
-    elif mask.dtype == np.bool_:
-        full = _and(mask, _as_tensor(allowed))
-    else:
-        full = ops.where(_as_tensor(allowed), mask, scalar_like(-np.inf, mask))
-
+    kernel_causal = (causal and past_k is None and nonpad is None and left < 0
+                     and right < 0 and not composed)
+    full, guard = _keys_seen(mask, sq, skv, past_k.shape[2] if past_k is not None else 0,
+                             nonpad, causal and not kernel_causal, left, right, kernel_causal)
     if composed:
         y, qk = _composed(n, q, k, v, full, guard, scale, softcap)
     else:
         if guard is not None:  # a hidden row sees every key instead: no NaN to zero later
             full = _bool(ops.logical_or(full, _bool(ops.logical_not(guard)))) \
                 if full.dtype == np.bool_ else ops.where(guard, full, scalar_like(0, full))
-        y = ops.scaled_dot_product_attention(q, k, v, full, use_kernel_causal, scale, layout)
+        y = ops.scaled_dot_product_attention(q, k, v, full, kernel_causal, scale, layout)
         qk = None
         if guard is not None:
             if layout == "bshd":  # the guard is (..., sq, 1) over (batch, heads, sq, 1)
