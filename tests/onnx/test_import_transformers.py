@@ -186,3 +186,22 @@ def test_bert_with_a_classification_head_fine_tunes_as_torch(tmp_path):
         theirs.append(float(loss.detach()))
     np.testing.assert_allclose(ours, theirs, rtol=1e-4)
     assert ours[-1] < ours[0]
+
+
+def test_imported_bert_exports_again(tmp_path):
+    """LayerNormalization imported as the fused LayerNorm op is written back as
+    LayerNormalization; the re-exported BERT passes the full check and matches."""
+    import onnxruntime as ort
+
+    torch.manual_seed(0)
+    ids, mask = _ids(2, 0)
+    path = _export(_HiddenStates(_config("bert")), (torch.from_numpy(ids),
+                                                    torch.from_numpy(mask)),
+                   ["input_ids", "attention_mask"], str(tmp_path / "bert.onnx"))
+    again = sonnx_io.export(sonnx_io.load(path), inputs=[ids, mask],
+                            input_names=["input_ids", "attention_mask"])
+    assert sum(n.op_type == "LayerNormalization" for n in again.graph.node) == 5
+    run = [ort.InferenceSession(p, providers=["CPUExecutionProvider"]).run(
+        None, {"input_ids": ids, "attention_mask": mask})[0]
+        for p in (path, again.SerializeToString())]
+    np.testing.assert_allclose(run[1], run[0], rtol=1e-5, atol=1e-5)
