@@ -161,10 +161,9 @@ def einsum(n):
     terms, result = _terms(n, n.attr("equation"), [x.ndim for x in xs])
     diag = [_diagonal(x, t) for x, t in zip(xs, terms)]
     xs, terms = [d[0] for d in diag], [d[1] for d in diag]
-    for labels in terms:
-        for c in result:
-            if not any(c in t for t in terms):
-                n.fail(f"output label {c!r} that no operand has")
+    for c in result:
+        if not any(c in t for t in terms):
+            n.fail(f"output label {c!r} that no operand has")
     x, lx = _sum_out(xs[0], terms[0], set(result).union(*terms[1:]))
     for i in range(1, len(xs)):
         keep = set(result).union(*terms[i + 1:])

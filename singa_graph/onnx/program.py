@@ -5,8 +5,10 @@ it walks the nodes in order and calls each node's import function (see :mod:`.re
 singa_graph Tensors, so a Placeholder input gives a Graph ready for the compiler and a
 concrete input runs eagerly. Values that only depend on constants and on shapes (``Shape ->
 Gather -> Unsqueeze -> Concat`` chains, ``Constant`` nodes, integer initialisers) are folded
-to numpy arrays while tracing, with ONNX's reference implementation of each op; shapes are
-static within one plan, so each batch size traces and compiles its own plan.
+to numpy arrays while tracing, with ONNX's reference implementation of each op (or the numpy
+folds of :mod:`.folding` where that reference fails); a node that cannot be folded but has an
+import is built into the graph and runs at run time. Shapes are static within one plan, so
+each batch size traces and compiles its own plan.
 """
 from __future__ import annotations
 

@@ -227,3 +227,12 @@ def test_hugging_face_mask_plumbing_on_run_time_int64_inputs():
         mask = (rng.random((batch, 5)) > 0.3).astype(np.int64)
         want = _ort(m, {"ids": ids, "mask": mask})[0]
         np.testing.assert_allclose(im(ids, mask).to_numpy(), want, rtol=1e-6)
+
+
+def test_einsum_with_an_output_label_no_operand_has_is_refused():
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Einsum", ["a"], ["y"], equation="ij->ik")], "g",
+        [vi("a", F, [2, 3])], [vi("y", F, [2, 3])]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(UnsupportedOpError, match="output label 'k' that no operand has"):
+        sonnx_io.load(m)(_f32(2, 3))
