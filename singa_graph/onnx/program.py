@@ -40,6 +40,10 @@ class NeedsValue(GraphError):
         self.value_name = name
 
 
+class _NotFolded(Exception):
+    """A node whose inputs are known could not be folded; its import runs it instead."""
+
+
 def read_model(src) -> onnx.ModelProto:
     """A ModelProto from a path, bytes or a ModelProto; clear errors for bad files."""
     if isinstance(src, onnx.ModelProto):
@@ -169,23 +173,35 @@ class Program:
             nodes = nodes[:last_layers]
             if not nodes:
                 raise GraphError(f"last_layers={last_layers} leaves no node of the model")
+        unfolded: dict[str, str] = {}  # values meant to be folded -> why they were not
         for i, proto in enumerate(nodes):
             fn = find_importer(proto.op_type, self.opset)
             values = None
-            if (i in static and proto.op_type not in STATIC_OUTPUT
-                    and self._inputs_known(proto, env)):
-                values = self._fold(proto, env, can_run=fn is not None)
+            if i in static and proto.op_type not in STATIC_OUTPUT:
+                why = next((unfolded[x] for x in proto.input if x in unfolded), None)
+                if why is None:
+                    try:
+                        values = self._fold(proto, env, can_run=fn is not None)
+                    except _NotFolded as e:
+                        why = str(e)
+                if values is None:
+                    unfolded.update((o, why) for o in proto.output if o)
+                    if fn is None:
+                        raise UnsupportedOpError(
+                            f"{proto.op_type} node {proto.name!r} has no import to run it at "
+                            f"run time, and it could not be folded: {why}")
             if values is None:  # computed at run time (or folding left it to its import)
-                if fn is None:
-                    raise UnsupportedOpError(
-                        f"{proto.op_type} node {proto.name!r}: an input is computed at run "
-                        f"time (a node before it could not be folded), and {proto.op_type} "
-                        "has no import to run it")
                 node = NodeView(proto, env, self, store, training)
                 where = f"ONNX node {proto.name or proto.op_type!r} ({proto.op_type})"
                 try:
                     values = fn(node)
-                except (NeedsValue, UnsupportedOpError):
+                except NeedsValue as e:
+                    if e.value_name in unfolded:
+                        raise UnsupportedOpError(
+                            f"{where} needs the value of {e.value_name!r} while building, "
+                            f"and it could not be folded: {unfolded[e.value_name]}") from None
+                    raise
+                except UnsupportedOpError:
                     raise
                 except SingaGraphError as e:  # shape and dtype errors: name the ONNX node
                     raise type(e)(f"{where}: {e}") from e
@@ -207,17 +223,11 @@ class Program:
             raise GraphError(f"the model never computes output(s) {missing}")
         return [env[n] for n in names]
 
-    def _inputs_known(self, proto, env) -> bool:
-        """True when every input of ``proto`` is a value known now (an earlier node that
-        could not be folded has left a Tensor instead)."""
-        return all(isinstance(env[x], np.ndarray) if x in env else x in self.initializers
-                   for x in proto.input if x)
-
     def _fold(self, proto, env, can_run: bool = False):
         """Run one node on known values: with :data:`.folding.FOLDERS` where ONNX's reference
         implementation is wrong or slow, else with that reference. When neither can and the
-        node has an import (``can_run``), None: the node is built into the graph and runs at
-        run time instead."""
+        node has an import (``can_run``), :class:`_NotFolded` saying why: the node is built
+        into the graph and runs at run time instead."""
         from onnx import helper
         from onnx.reference import ReferenceEvaluator
 
@@ -235,10 +245,8 @@ class Program:
                 return [np.asarray(o) for o in own(
                     [vals[x] if x else None for x in proto.input], attrs)]
             except Exception as e:
-                if can_run:
-                    return None
-                raise UnsupportedOpError(f"cannot evaluate constant node {proto.name!r} "
-                                         f"({proto.op_type}): {e}") from None
+                why = f"cannot evaluate constant node {proto.name!r} ({proto.op_type}): {e}"
+                raise (_NotFolded if can_run else UnsupportedOpError)(why) from None
         graph = helper.make_graph(
             [proto], "fold",
             [helper.make_tensor_value_info(x, helper.np_dtype_to_tensor_dtype(vals[x].dtype),
@@ -248,10 +256,8 @@ class Program:
         try:
             out = ReferenceEvaluator(m).run(None, vals)
         except Exception as e:
-            if can_run:
-                return None
-            raise UnsupportedOpError(f"cannot evaluate constant node {proto.name!r} "
-                                     f"({proto.op_type}): {e}") from None
+            why = f"cannot evaluate constant node {proto.name!r} ({proto.op_type}): {e}"
+            raise (_NotFolded if can_run else UnsupportedOpError)(why) from None
         return [np.asarray(o) for o in out]
 
 

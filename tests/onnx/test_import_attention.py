@@ -236,3 +236,19 @@ def test_einsum_with_an_output_label_no_operand_has_is_refused():
         opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(UnsupportedOpError, match="output label 'k' that no operand has"):
         sonnx_io.load(m)(_f32(2, 3))
+
+
+def test_a_shape_that_cannot_be_folded_names_the_fold_that_failed(monkeypatch):
+    from singa_graph.onnx import folding
+
+    def broken(inputs, attrs):
+        raise ValueError("no fold today")
+
+    monkeypatch.setitem(folding.FOLDERS, "GatherElements", broken)
+    nodes = [helper.make_node("GatherElements", ["table", "idx"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    m = _model(nodes, [vi("x", F, [2, 4])], [vi("y", F, [4, 2])],
+               {"table": np.array([4, 2, 8], np.int64), "idx": np.array([0, 1], np.int64)},
+               opset=17)
+    with pytest.raises(UnsupportedOpError, match="could not be folded: .*no fold today"):
+        sonnx_io.load(m)(_f32(2, 4))
