@@ -221,7 +221,11 @@ class Program:
         missing = [n for n in names if n not in env]
         if missing:
             raise GraphError(f"the model never computes output(s) {missing}")
-        return [env[n] for n in names]
+        outs = [env[n] for n in names]
+        device = getattr(store, "_device", None)
+        if device is not None:
+            _move_constants(outs, device, keep={id(v) for v in feeds.values()})
+        return outs
 
     def _fold(self, proto, env, can_run: bool = False):
         """Run one node on known values: with :data:`.folding.FOLDERS` where ONNX's reference
@@ -344,6 +348,24 @@ class NodeView:
     def fail(self, what: str):
         raise UnsupportedOpError(f"{self.op_type} node {self.name!r}: {what} is not "
                                  "supported yet")
+
+
+def _move_constants(outs, device, keep) -> None:
+    """Move the constants the import functions made (on the default device) to the
+    model's ``device``, where its parameters live and its plans run. Each trace makes its
+    own constants, so moving them in place touches nothing shared; the fed tensors
+    (``keep``: their ids) are the caller's and stay where they are."""
+    seen: set[int] = set(keep)
+    stack = [o for o in outs if isinstance(o, Tensor)]
+    while stack:
+        t = stack.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        if t.creator is not None:
+            stack.extend(t.creator.inputs)
+        elif t.data is not None and not isinstance(t, Parameter) and t.device != device:
+            t.to_device(device)
 
 
 def constant(value, name=None) -> Tensor:
