@@ -37,6 +37,9 @@ tools:
 # torchvision (the ONNX-import tests of its models) goes in with --no-deps: its own
 # dependencies would replace the CPU torch with a CUDA one; pillow is what it imports.
 TORCHVISION := 'torchvision==0.28.0' 'pillow>=9'
+# Hugging Face transformers (tiny BERT/RoBERTa/GPT-2 for the ONNX-import tests) does not
+# depend on torch, so it leaves the CPU build in place.
+TRANSFORMERS := 'transformers==5.24.0'
 
 torch: install
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q 'torch==2.13.0' || \
@@ -44,6 +47,8 @@ torch: install
 	@$(PY) -c "import torchvision" 2>/dev/null || \
 	    $(PY) -m pip install -q --no-deps $(TORCHVISION) || \
 	    echo "note: torchvision could not be installed; the tests of its models are skipped"
+	@$(PY) -c "import transformers" 2>/dev/null || $(PY) -m pip install -q $(TRANSFORMERS) || \
+	    echo "note: transformers could not be installed; the tests of its models are skipped"
 
 # The CUDA kernels run on numba's CUDA simulator in a process of their own: the switch must
 # be set before numba is first imported. On a machine with a GPU the first run covers them.

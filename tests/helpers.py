@@ -145,3 +145,27 @@ def torchvision_models():
         pytest.skip(f"torchvision is not importable ({e}); make torch installs it",
                     allow_module_level=True)
     return mod
+
+
+def hf_transformers():
+    """Hugging Face ``transformers``; skips the calling test module where torch or it is
+    missing. A torchvision beside it is imported first through bench/torchvision_models.py's
+    shim (transformers imports torchvision, whose compiled ops do not load against the CPU
+    torch)."""
+    import importlib.util
+    import os
+
+    import pytest
+
+    pytest.importorskip("torch")
+    path = os.path.join(os.path.dirname(__file__), "..", "bench", "torchvision_models.py")
+    if importlib.util.find_spec("torchvision") is not None and os.path.exists(path):
+        spec = importlib.util.spec_from_file_location("torchvision_models", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        try:
+            mod.import_torchvision()
+        except ImportError:
+            pass
+    return pytest.importorskip("transformers", reason="transformers is not installed "
+                               "(make torch installs it)")

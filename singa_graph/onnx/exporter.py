@@ -11,7 +11,8 @@ from ..errors import GraphError, UnsupportedOpError
 from ..ir.graph import Graph
 from ..ir.op import building
 from ..ir.tensor import Placeholder, Tensor
-from . import export_elementwise, export_layout, export_ops  # noqa: F401  (fill the table)
+from . import (export_elementwise, export_layout, export_ops,  # noqa: F401  (fill the table)
+               export_transformer)
 from .registry import EXPORTERS
 
 DEFAULT_OPSET = 17

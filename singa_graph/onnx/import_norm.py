@@ -1,15 +1,18 @@
 """ONNX -> singa_graph: normalisations other than BatchNormalization.
 
-LayerNormalization, InstanceNormalization, GroupNormalization, RMSNormalization,
-MeanVarianceNormalization, LpNormalization and LRN are exact compositions of the library's
-elementwise ops and reductions, so they train like any other imported graph.
+LayerNormalization is the library's fused LayerNorm op; InstanceNormalization,
+GroupNormalization, RMSNormalization, MeanVarianceNormalization, LpNormalization and LRN are
+exact compositions of the library's elementwise ops and reductions, so they train like any
+other imported graph.
 """
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import ops
-from .program import scalar_like
+from .program import constant, scalar_like
 from .registry import importer
 
 
@@ -29,10 +32,24 @@ def _standardise(x, axes, eps):
 
 @importer("LayerNormalization")
 def layer_norm(n):
+    """The library's fused LayerNorm (one kernel forward, one backward) for float32 and
+    float64; float16 is composed from elementwise ops and reductions."""
     x = n.t(0)
     axis = n.attr("axis", -1)
     axis = axis + x.ndim if axis < 0 else axis
-    y, mean, inv_std = _standardise(x, tuple(range(axis, x.ndim)), n.attr("epsilon", 1e-5))
+    eps = n.attr("epsilon", 1e-5)
+    inner = tuple(x.shape[axis:])
+    if x.dtype in (np.float32, np.float64) and x.size:
+        scale = n.t(1)
+        scale = scale if tuple(scale.shape) == inner else ops.broadcast_to(scale, inner)
+        bias = n.t(2) if n.has(2) else constant(np.zeros(inner, x.dtype))
+        bias = bias if tuple(bias.shape) == inner else ops.broadcast_to(bias, inner)
+        y, mean, rstd = ops.LayerNorm(axis, eps)(x, scale, bias)
+        if n.n_outputs == 1:
+            return [y]
+        kept = tuple(x.shape[:axis]) + (1,) * len(inner)  # ONNX keeps the reduced axes
+        return [y, ops.reshape(mean, kept), ops.reshape(rstd, kept)]
+    y, mean, inv_std = _standardise(x, tuple(range(axis, x.ndim)), eps)
     y = ops.mul(y, n.t(1))
     y = ops.add(y, n.t(2)) if n.has(2) else y
     return [y, mean, inv_std]

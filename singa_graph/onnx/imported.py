@@ -7,9 +7,9 @@ from .. import autograd, layer
 from ..errors import GraphError
 from ..ir.tensor import Parameter, Tensor
 from ..zoo import _Classifier
-from . import (import_activation, import_index, import_logic, import_loss,  # noqa: F401
-               import_math, import_nn, import_norm, import_rnn,
-               import_shape)  # (fill the tables)
+from . import (import_activation, import_attention, import_index,  # noqa: F401
+               import_logic, import_loss, import_math, import_nn, import_norm, import_rnn,
+               import_shape, import_transformer)  # (fill the tables)
 from .program import Program, read_model
 
 
@@ -108,8 +108,11 @@ class ONNXModel(_Classifier):
                 for o in outs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def train_one_batch(self, x, y):
-        out = self.forward(x)
+    def train_one_batch(self, *xs_and_y):
+        """One step on the model's inputs (``input_ids, attention_mask, ...``) and the
+        labels last."""
+        *xs, y = xs_and_y
+        out = self.forward(*xs)
         if isinstance(out, tuple):
             out = out[0]
         loss = self.softmax_cross_entropy(out, y)

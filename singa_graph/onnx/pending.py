@@ -14,14 +14,15 @@ the ops below are needed only when they compute on run-time tensors. ``Resize`` 
 modes wait.
 
 ONNX ops not listed here (sequences and optionals, control flow, strings, quantisation,
-signal processing, Attention, Einsum ...) are not in the op library either.
+signal processing ...) are not in the op library either. (Attention, CumSum and Einsum import:
+see import_attention.py and import_transformer.py.)
 """
 
 WAITING_FOR_OP_LIBRARY = {
     # elementwise math
     "Mod": "mod (a remainder op; integer division is missing too)",
     # reductions without a composition
-    "CumSum": "cumsum (a scan along an axis)", "TopK": "topk (a sort along an axis)",
+    "TopK": "topk (a sort along an axis)",
     # shape ops on run-time data
     "GatherND": "gather_nd", "ScatterND": "scatter_nd",
     "NonZero": "nonzero on run-time data: its output shape depends on the values, and "

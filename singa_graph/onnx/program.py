@@ -5,8 +5,10 @@ it walks the nodes in order and calls each node's import function (see :mod:`.re
 singa_graph Tensors, so a Placeholder input gives a Graph ready for the compiler and a
 concrete input runs eagerly. Values that only depend on constants and on shapes (``Shape ->
 Gather -> Unsqueeze -> Concat`` chains, ``Constant`` nodes, integer initialisers) are folded
-to numpy arrays while tracing, with ONNX's reference implementation of each op; shapes are
-static within one plan, so each batch size traces and compiles its own plan.
+to numpy arrays while tracing, with ONNX's reference implementation of each op (or the numpy
+folds of :mod:`.folding` where that reference fails); a node that cannot be folded but has an
+import is built into the graph and runs at run time. Shapes are static within one plan, so
+each batch size traces and compiles its own plan.
 """
 from __future__ import annotations
 
@@ -38,6 +40,10 @@ class NeedsValue(GraphError):
         super().__init__(f"node {node!r} needs the value of {name!r} while building the "
                          "graph (a shape, axes or sizes input), but it is computed at run time")
         self.value_name = name
+
+
+class _NotFolded(Exception):
+    """A node whose inputs are known could not be folded; its import runs it instead."""
 
 
 def read_model(src) -> onnx.ModelProto:
@@ -195,17 +201,36 @@ class Program:
             nodes = nodes[:last_layers]
             if not nodes:
                 raise GraphError(f"last_layers={last_layers} leaves no node of the model")
+        unfolded: dict[str, str] = {}  # values meant to be folded -> why they were not
         for i, proto in enumerate(nodes):
             node = NodeView(proto, env, self, store, training)
             guards.check_node_output(node)  # before anything of that size is made
             where = f"ONNX node {proto.name or proto.op_type!r} ({proto.op_type})"
+            fn = find_importer(proto.op_type, self.opset)
+            values = None
             if i in static and proto.op_type not in STATIC_OUTPUT:
-                values = self._fold(proto, env)
-            else:
-                fn = find_importer(proto.op_type, self.opset)
+                why = next((unfolded[x] for x in proto.input if x in unfolded), None)
+                if why is None:
+                    try:
+                        values = self._fold(proto, env, can_run=fn is not None)
+                    except _NotFolded as e:
+                        why = str(e)
+                if values is None:
+                    unfolded.update((o, why) for o in proto.output if o)
+                    if fn is None:
+                        raise UnsupportedOpError(
+                            f"{proto.op_type} node {proto.name!r} has no import to run it at "
+                            f"run time, and it could not be folded: {why}")
+            if values is None:  # computed at run time (or folding left it to its import)
                 try:
                     values = fn(node)
-                except (NeedsValue, UnsupportedOpError):
+                except NeedsValue as e:
+                    if e.value_name in unfolded:
+                        raise UnsupportedOpError(
+                            f"{where} needs the value of {e.value_name!r} while building, "
+                            f"and it could not be folded: {unfolded[e.value_name]}") from None
+                    raise
+                except UnsupportedOpError:
                     raise
                 except SingaGraphError as e:  # shape and dtype errors: name the ONNX node
                     raise type(e)(f"{where}: {e}") from e
@@ -228,18 +253,36 @@ class Program:
         missing = [n for n in names if n not in env]
         if missing:
             raise GraphError(f"the model never computes output(s) {missing}")
-        return [env[n] for n in names]
+        outs = [env[n] for n in names]
+        device = getattr(store, "_device", None)
+        if device is not None:
+            _move_constants(outs, device, keep={id(v) for v in feeds.values()})
+        return outs
 
-    def _fold(self, proto, env) -> list:
-        """Run one node on known values with ONNX's reference implementation."""
+    def _fold(self, proto, env, can_run: bool = False):
+        """Run one node on known values: with :data:`.folding.FOLDERS` where ONNX's reference
+        implementation is wrong or slow, else with that reference. When neither can and the
+        node has an import (``can_run``), :class:`_NotFolded` saying why: the node is built
+        into the graph and runs at run time instead."""
         from onnx import helper
         from onnx.reference import ReferenceEvaluator
+
+        from .folding import FOLDERS
 
         ins = [x for x in proto.input if x]
         vals = {}
         for x in ins:
             v = env[x] if x in env else self.initializers[x]
             vals[x] = np.asarray(v)
+        own = FOLDERS.get(proto.op_type)
+        if own is not None:
+            attrs = {a.name: helper.get_attribute_value(a) for a in proto.attribute}
+            try:
+                return [np.asarray(o) for o in own(
+                    [vals[x] if x else None for x in proto.input], attrs)]
+            except Exception as e:
+                why = f"cannot evaluate constant node {proto.name!r} ({proto.op_type}): {e}"
+                raise (_NotFolded if can_run else UnsupportedOpError)(why) from None
         graph = helper.make_graph(
             [proto], "fold",
             [helper.make_tensor_value_info(x, helper.np_dtype_to_tensor_dtype(vals[x].dtype),
@@ -249,8 +292,8 @@ class Program:
         try:
             out = ReferenceEvaluator(m).run(None, vals)
         except Exception as e:
-            raise UnsupportedOpError(f"cannot evaluate constant node {proto.name!r} "
-                                     f"({proto.op_type}): {e}") from None
+            why = f"cannot evaluate constant node {proto.name!r} ({proto.op_type}): {e}"
+            raise (_NotFolded if can_run else UnsupportedOpError)(why) from None
         return [np.asarray(o) for o in out]
 
 
@@ -340,6 +383,24 @@ class NodeView:
     def fail(self, what: str):
         raise UnsupportedOpError(f"{self.op_type} node {self.name!r}: {what} is not "
                                  "supported yet")
+
+
+def _move_constants(outs, device, keep) -> None:
+    """Move the constants the import functions made (on the default device) to the
+    model's ``device``, where its parameters live and its plans run. Each trace makes its
+    own constants, so moving them in place touches nothing shared; the fed tensors
+    (``keep``: their ids) are the caller's and stay where they are."""
+    seen: set[int] = set(keep)
+    stack = [o for o in outs if isinstance(o, Tensor)]
+    while stack:
+        t = stack.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        if t.creator is not None:
+            stack.extend(t.creator.inputs)
+        elif t.data is not None and not isinstance(t, Parameter) and t.device != device:
+            t.to_device(device)
 
 
 def constant(value, name=None) -> Tensor:
