@@ -256,8 +256,12 @@ def rematerialize(graph, schedule, budget, method: str = "auto",
         from .remat_milp import solve
 
         events = solve(search.prob, budget, time_limit)
-        if events is not None and search.trial(events, budget)[1] is None:
-            events = None
+        if events is not None:
+            rw = search.trial(events, budget)[1]
+            if rw is None:
+                events = None
+            else:
+                rw.undo()
     if events is None and method != "milp":
         events = search.dtr(budget)
     if events is None:
