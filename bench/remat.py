@@ -63,15 +63,18 @@ def singa_model(name, budget=None, remat="auto"):
     return m
 
 
-def step_ms(m, x, y, steps):
-    m(x, y)
-    m(x, y)
-    times = []
+def paired_ms(base, m, x, y, steps):
+    """Median ms per step of ``base`` and ``m``, their steps alternating (a busy machine
+    slows both alike)."""
+    for model in (base, m, base, m):
+        model(x, y)
+    tb, tm = [], []
     for _ in range(steps):
-        t0 = time.perf_counter()
-        m(x, y)
-        times.append(time.perf_counter() - t0)
-    return 1e3 * float(np.median(times))
+        for model, times in ((base, tb), (m, tm)):
+            t0 = time.perf_counter()
+            model(x, y)
+            times.append(time.perf_counter() - t0)
+    return 1e3 * float(np.median(tb)), 1e3 * float(np.median(tm))
 
 
 def sweep(name, steps):
@@ -80,7 +83,7 @@ def sweep(name, steps):
     x, y = _data(name)
     base_model = singa_model(name)
     base = base_model.plan_for(x, y).memory.arena_bytes
-    base_ms = step_ms(base_model, x, y, steps)
+    base_ms = paired_ms(base_model, base_model, x, y, steps)[0]
     try:
         singa_model(name, budget=1).plan_for(x, y)
         least = 1
@@ -94,16 +97,17 @@ def sweep(name, steps):
         m = singa_model(name, budget=b)
         r = m.plan_for(x, y).memory_report()
         compile_s = time.perf_counter() - t0
-        ms = base_ms if b == base else step_ms(m, x, y, steps)
+        ref_ms, ms = (base_ms, base_ms) if b == base else paired_ms(base_model, m, x, y,
+                                                                     steps)
         rows.append(dict(kind="budget", budget=b, share=b / base, arena=r["arena_bytes"],
                          recompute=r["recompute_flops"], nodes=r["recomputed_nodes"],
-                         ms=ms, ratio=ms / base_ms, compile_s=compile_s))
+                         ms=ms, ratio=ms / ref_ms, compile_s=compile_s))
     m = singa_model(name, remat="chen")
     r = m.plan_for(x, y).memory_report()
-    ms = step_ms(m, x, y, steps)
+    ref_ms, ms = paired_ms(base_model, m, x, y, steps)
     rows.append(dict(kind="chen", budget=None, share=r["arena_bytes"] / base,
                      arena=r["arena_bytes"], recompute=r["recompute_flops"],
-                     nodes=r["recomputed_nodes"], ms=ms, ratio=ms / base_ms, compile_s=0))
+                     nodes=r["recomputed_nodes"], ms=ms, ratio=ms / ref_ms, compile_s=0))
     return base, base_ms, least, rows
 
 
