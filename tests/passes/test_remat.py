@@ -233,7 +233,7 @@ def _build(spec, outs):
         for kind, f, a, b in spec:
             src = vals[a] if vals else xp
             vals.append(UNARY[f](src) if kind == "u" else BINARY[f](vals[a], vals[b]))
-        res = [ops.sum(vals[i] * vals[0]) for i in outs]  # early values read late
+        res = [ops.sum(vals[i] * vals[-1]) for i in outs]  # early values read late
     return Graph(res, inputs=[xp]), xp
 
 
@@ -255,3 +255,23 @@ def test_random_dags_verify_fit_and_agree(dag, where):
     assert plan.memory.arena_bytes <= budget
     for a, b in zip(want, plan.run([x])):
         assert np.array_equal(a, b)
+
+
+def test_low_level_rematerialize_rewrites_the_graph_in_place():
+    from singa_graph.passes import rematerialize
+
+    spec = [("u", i % 3, max(i - 1, 0), 0) for i in range(8)]  # a chain...
+    x = np.random.default_rng(1).standard_normal((32, 64)).astype(np.float32)
+    outs = [6, 4, 2, 1]  # ...whose values are all read with its last one
+    want = compile(_build(spec, outs)[0], fuse=False).run([x])
+    g = _build(spec, outs)[0]
+    base = compile(_build(spec, outs)[0], fuse=False).memory.arena_bytes
+    least = minimum_budget(g, "memory")
+    assert least < base
+    n = len(g.nodes)
+    assert rematerialize(g, "memory", least) is g
+    assert len(g.nodes) == n + len(g.recomputed) and g.recomputed
+    plan = compile(g, fuse=False, schedule="sequential", memory_budget=least)
+    verify(plan)
+    assert plan.memory.arena_bytes <= least
+    assert all(np.array_equal(a, b) for a, b in zip(want, plan.run([x])))
