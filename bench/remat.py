@@ -170,11 +170,14 @@ def svg(results, path):
     """Step time (x unbudgeted) against the budget (share of the unbudgeted arena)."""
     w, h, pad = 640, 400, 60
     colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
-    ymax = max(1.5, max(r["ratio"] for res in results.values() for r in res[3]) * 1.05)
+    ratios = [r["ratio"] for res in results.values() for r in res[3]]
+    ymax = max(1.5, max(ratios) * 1.05)
+    ymin = min(0.9, min(ratios) * 0.97)
+    xmax = max([1.05] + [r["share"] + 0.03 for res in results.values() for r in res[3]])
 
     def px(share, ratio):
-        return (pad + (1.0 - share) / 0.8 * (w - 2 * pad),
-                h - pad - (ratio - 1.0) / (ymax - 1.0) * (h - 2 * pad))
+        return (pad + (xmax - share) / (xmax - 0.15) * (w - 2 * pad),
+                h - pad - (ratio - ymin) / (ymax - ymin) * (h - 2 * pad))
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
              'font-family="sans-serif" font-size="12">',
@@ -185,13 +188,15 @@ def svg(results, path):
                      f'<text x="{x}" y="{h - pad + 16}" text-anchor="middle">'
                      f'{int(s * 100)}%</text>')
     for k in range(5):
-        ratio = 1.0 + k * (ymax - 1.0) / 4
+        ratio = ymin + k * (ymax - ymin) / 4
         _, y = px(1.0, ratio)
         parts.append(f'<line x1="{pad}" y1="{y}" x2="{w - pad}" y2="{y}" stroke="#eee"/>'
                      f'<text x="{pad - 6}" y="{y + 4}" text-anchor="end">{ratio:.2f}x</text>')
     _, y125 = px(1.0, 1.25)
     parts.append(f'<line x1="{pad}" y1="{y125}" x2="{w - pad}" y2="{y125}" '
-                 'stroke="#999" stroke-dasharray="4 3"/>')
+                 'stroke="#999" stroke-dasharray="4 3"/>'
+                 f'<text x="{w - pad - 4}" y="{y125 - 4}" text-anchor="end" fill="#777">'
+                 'target at 50%: 1.25x</text>')
     for i, (name, (_, _, _, rows)) in enumerate(results.items()):
         c = colors[i % len(colors)]
         pts = [px(r["share"], r["ratio"]) for r in rows if r["kind"] == "budget"]
@@ -212,7 +217,7 @@ def svg(results, path):
         f.write("\n".join(parts))
     try:
         from singa_graph.viz.files import svg_to_png
-        png = svg_to_png("\n".join(parts).encode())
+        png = svg_to_png("\n".join(parts))
         with open(os.path.splitext(path)[0] + ".png", "wb") as f:
             f.write(png)
     except Exception as e:  # a missing converter leaves the SVG only
@@ -224,6 +229,9 @@ def main(argv=None) -> int:
     p.add_argument("--models", default="cnn,resnet,xception,gpt")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--svg", default=None, metavar="PATH")
+    p.add_argument("--json", default=None, metavar="PATH", help="write the rows as JSON")
+    p.add_argument("--replot", default=None, metavar="JSON",
+                   help="draw --svg from a --json file instead of measuring")
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--torch-worker", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -231,6 +239,10 @@ def main(argv=None) -> int:
         torch_worker(a.torch_worker, a.steps)
         return 0
     mib = float(1 << 20)
+    if a.replot:
+        with open(a.replot) as f:
+            svg(json.load(f), a.svg)
+        return 0
     results = {}
     for name in a.models.split(","):
         base, base_ms, least, rows = sweep(name, a.steps)
@@ -261,6 +273,9 @@ def main(argv=None) -> int:
         if name == "resnet":
             print(f"  target: smallest feasible <= 35% of the arena: "
                   f"{100 * least / base:.1f}% {'met' if least <= 0.35 * base else 'MISSED'}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
     if a.svg:
         svg(results, a.svg)
         print(f"\nwrote {a.svg}")
