@@ -366,8 +366,11 @@ def split_step(prob: Problem, x: int) -> int:
 def chen_drops(prob: Problem) -> set:
     """Chen et al.'s rule: of the values that wait between uses, keep every
     ``round(sqrt(m))``-th as a checkpoint and drop the others."""
+    # values read early (after their producer) and again late: dropping one read only
+    # right after it is made would compute it twice for nothing
     cands = [v for v in range(len(prob.node)) if prob.ok[prob.node[v]] and prob.size[v]
-             and split_step(prob, v) < (prob.uses[v][-1] if prob.uses[v] else -1)]
+             and prob.node[v] < split_step(prob, v) < (prob.uses[v][-1] if prob.uses[v]
+                                                      else -1)]
     k = max(1, round(math.sqrt(len(cands))))
     return {s for i, s in enumerate(cands) if i % k != k - 1}
 
