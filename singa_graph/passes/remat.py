@@ -205,10 +205,49 @@ def _order_of(graph, schedule):
     return list(schedule)
 
 
+class _Orders:
+    """The search from the given order and, lazily, from the memory policy's other
+    candidate orders (the order with the lowest peak is not always the one recomputation
+    brings lowest: a depth-first order finishes a block's backward before the next)."""
+
+    def __init__(self, graph, order, device):
+        self.graph, self.device = graph, device
+        self.first = _Search(graph, order, device)
+        self._all = None
+        self._least = {}
+
+    def searches(self):
+        if self._all is None:
+            from .schedule import candidate_orders
+
+            self._all = [self.first]
+            seen = {tuple(map(id, self.first.order))}
+            for o in candidate_orders(self.graph):
+                if tuple(map(id, o)) not in seen:
+                    seen.add(tuple(map(id, o)))
+                    self._all.append(_Search(self.graph, o, self.device))
+        return self._all
+
+    def least(self, search):
+        k = id(search)
+        if k not in self._least:
+            self._least[k] = search.minimum()
+        return self._least[k]
+
+    def minimum(self):
+        """``(smallest arena over the candidate orders, its search, its events)``."""
+        best = None
+        for s in self.searches():
+            least, events = self.least(s)
+            if best is None or least < best[0]:
+                best = (least, s, events)
+        return best
+
+
 def minimum_budget(graph, schedule="memory", device: str | None = "cpu") -> int:
     """The smallest arena (bytes, workspace included) that :func:`rematerialize` can fit
-    ``graph`` in, run from ``schedule`` (an order of its nodes, or a policy name)."""
-    return _Search(graph, _order_of(graph, schedule), device).minimum()[0]
+    ``graph`` in, starting from ``schedule`` (an order of its nodes, or a policy name)."""
+    return _Orders(graph, _order_of(graph, schedule), device).minimum()[0]
 
 
 def rematerialize(graph, schedule, budget, method: str = "auto",
@@ -233,7 +272,8 @@ def rematerialize(graph, schedule, budget, method: str = "auto",
         raise ValueError(f"unknown rematerialisation method {method!r}; choose one of "
                          f"{METHODS}")
     order = _order_of(graph, schedule)
-    search = _Search(graph, order, device)
+    orders = _Orders(graph, order, device)
+    search = orders.first
     if budget is not None:
         budget = parse_budget(budget, search.base_arena)
     graph.recomputed, graph.remat_scratch_bytes = {}, 0
@@ -245,12 +285,14 @@ def rematerialize(graph, schedule, budget, method: str = "auto",
         raise MemoryBudgetError(f"method {method!r} needs a memory budget")
     if search.base_arena <= budget:
         return graph
-    least, least_events = search.minimum()
-    if budget < least:
-        raise MemoryBudgetError(
-            f"memory budget {_mib(budget)} is below the smallest arena this graph can be "
-            f"planned in, recomputing values: {_mib(least)} (without recomputation: "
-            f"{_mib(search.base_arena)})", minimum=least)
+    least, least_events = orders.least(search)
+    if budget < least:  # another candidate order may go lower
+        least, search, least_events = orders.minimum()
+        if budget < least:
+            raise MemoryBudgetError(
+                f"memory budget {_mib(budget)} is below the smallest arena this graph can "
+                f"be planned in, recomputing values: {_mib(least)} (without recomputation: "
+                f"{_mib(orders.first.base_arena)})", minimum=least)
     events = None
     if method in ("milp", "auto") and (method == "milp" or len(order) <= MILP_MAX_STEPS):
         from .remat_milp import solve
