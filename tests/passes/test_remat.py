@@ -1,6 +1,6 @@
 """Memory budgets met by rematerialisation (passes/remat.py).
 
-For the MLP, CNN, ResNet and an MLP with Dropout, a training plan compiled with a budget
+For the MLP, CNN, ResNet, a small GPT and an MLP with Dropout, a training plan compiled with a budget
 between the smallest feasible one and the unbudgeted arena: the arena (workspace included)
 fits the budget, the plan verifies, and the losses, parameters and BatchNorm statistics
 after 3 steps are bitwise those of the plan without a budget. A budget below the smallest
@@ -42,7 +42,15 @@ class DropoutMLP(zoo._Classifier):
         return self.l3(self.drop(y))
 
 
+def _gpt():
+    from singa_graph import cli
+
+    ex = cli.load_example("gpt")
+    return ex.GPT(vocab_size=10, seq_len=16, d_model=32, num_heads=4, blocks=2)
+
+
 MODELS = {
+    "gpt": (_gpt, (8, 16)),  # token ids: embeddings, attention, LayerNorm
     "mlp": (lambda: zoo.MLP(hidden=(512, 512, 512)), (512, 64)),
     "cnn": (lambda: zoo.CNN(), (16, 1, 28, 28)),
     "resnet": (lambda: zoo.ResNet(widths=(8, 16)), (8, 3, 16, 16)),
@@ -53,6 +61,9 @@ MODELS = {
 def _data(name):
     shape = MODELS[name][1]
     rng = np.random.default_rng(0)
+    if name == "gpt":
+        return (rng.integers(0, 10, shape).astype(np.int32),
+                rng.integers(0, 10, shape).astype(np.int32))
     return (rng.standard_normal(shape).astype(np.float32),
             rng.integers(0, 10, shape[0]).astype(np.int32))
 
