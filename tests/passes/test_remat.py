@@ -1,7 +1,8 @@
 """Memory budgets met by rematerialisation (passes/remat.py).
 
-For the MLP, CNN, ResNet, a small GPT and an MLP with Dropout, a training plan compiled with a budget
-between the smallest feasible one and the unbudgeted arena: the arena (workspace included)
+For the MLP, CNN, ResNet, a small GPT and an MLP with Dropout, a training plan compiled
+with a budget between the smallest feasible one and the unbudgeted arena: the arena
+(workspace included)
 fits the budget, the plan verifies, and the losses, parameters and BatchNorm statistics
 after 3 steps are bitwise those of the plan without a budget. A budget below the smallest
 feasible one raises MemoryBudgetError naming it before anything changes; eager mode refuses
