@@ -4,7 +4,8 @@ from .runtime.threads import get_num_threads, set_num_threads  # noqa: F401
 from . import errors, ops  # noqa: F401  (ops registers every Operation)
 from .runtime import device as _device, registry as _registry  # noqa: F401  (bind the IR's runtime hooks)
 from . import tensor  # noqa: F401  (adds SINGA's Tensor methods: copy_from, l2, t[i], ...)
-from .errors import (CheckpointError, DTypeError, GraphError, PlanError, ShapeError,  # noqa: F401
+from .errors import (CheckpointError, DTypeError, GraphError, MemoryBudgetError,  # noqa: F401
+                     PlanError, ShapeError,
                      SingaGraphError, UnsupportedOpError)
 from .ir import Graph, Parameter, Placeholder, PlaceHolder, Tensor  # noqa: F401
 

@@ -2,6 +2,8 @@
 
     singa-graph train cnn --epochs 10          # run examples/cnn.py with these options
     singa-graph info resnet --batch-size 8     # graph summary, schedule and memory plan
+    singa-graph info resnet --budget 64MiB     # ... planned to fit 64 MiB by recomputing
+    singa-graph fit resnet --budget 64MiB      # the largest batch that fits, its step time
     singa-graph dump cnn --format html -o cnn.html   # graph, schedule and memory timeline
     singa-graph train xception --help
     singa-graph export cnn -o cnn.onnx          # an example model as ONNX (symbolic batch)
@@ -115,8 +117,9 @@ def cmd_train(args) -> int:
 
 
 def compiled_plan(model_name: str, batch_size: int, schedule: str, full: bool = False,
-                  train: bool = True, device: str = "cpu"):
-    """The compiled training (or inference) plan of an example model; nothing is run."""
+                  train: bool = True, device: str = "cpu", budget=None):
+    """The compiled training (or inference) plan of an example model, within ``budget``
+    (see ``Model.compile``'s ``memory_budget``); nothing is run."""
     import numpy as np
 
     from . import opt, random as sg_random
@@ -129,13 +132,19 @@ def compiled_plan(model_name: str, batch_size: int, schedule: str, full: bool = 
     model.set_optimizer(opt.SGD(lr=0.01, momentum=0.9))
     x = Placeholder(shape, np.float32, device=dev, name="x")
     y = Placeholder((batch_size,), np.int32, device=dev, name="y")
-    model.compile([x], is_train=train, use_graph=True, schedule=schedule)
+    model.compile([x], is_train=train, use_graph=True, schedule=schedule, memory_budget=budget)
     return model.plan_for(x, y) if train else model.plan_for(x)
 
 
 def cmd_info(args) -> int:
-    plan = compiled_plan(args.model, args.batch_size, args.schedule, args.full,
-                         device=args.device)
+    from .errors import MemoryBudgetError
+
+    try:
+        plan = compiled_plan(args.model, args.batch_size, args.schedule, args.full,
+                             device=args.device, budget=args.budget)
+    except MemoryBudgetError as e:
+        print(f"singa-graph info: {e}", file=sys.stderr)
+        return 1
     print(plan.graph.summary())
     print(f"\nschedule: {plan.memory.schedule} ({len(plan.nodes)} steps)")
     r = plan.memory_report()
@@ -143,6 +152,66 @@ def cmd_info(args) -> int:
     print(f"  {'arena / lower bound':<22} {r['arena_over_lower_bound']:.3f}")
     print(f"  {'arena / no reuse':<22} {r['arena_over_no_reuse']:.3f}")
     print(f"  {'in-place ops':<22} {r['inplace_ops']}")
+    if r["budget_bytes"] is not None:
+        print_budget(r)
+    return 0
+
+
+def print_budget(r) -> None:
+    mib = float(1 << 20)
+    print(f"  {'budget':<22} {r['budget_bytes'] / mib:10.3f} MiB")
+    print(f"  {'arena without budget':<22} {r['unbudgeted_arena_bytes'] / mib:10.3f} MiB")
+    print(f"  {'recomputed nodes':<22} {r['recomputed_nodes']}")
+    print(f"  {'recompute FLOPs':<22} {100 * r['recompute_flops']:9.1f} % of the step")
+
+
+def cmd_fit(args) -> int:
+    """The largest batch size whose training plan fits the budget (recomputing values),
+    found by doubling then bisection, and its step time predicted by the cost model."""
+    from .errors import MemoryBudgetError
+    from .passes.cost import step_seconds
+    from .passes.remat import parse_budget
+
+    try:
+        budget = parse_budget(args.budget)
+    except MemoryBudgetError as e:
+        print(f"singa-graph fit: {e} (fit needs an absolute budget)", file=sys.stderr)
+        return 2
+
+    def plan_at(b):
+        try:
+            return compiled_plan(args.model, b, args.schedule, args.full, device=args.device,
+                                 budget=budget)
+        except MemoryBudgetError:
+            return None
+
+    good, bad, best = 0, None, None
+    b = 1
+    while b <= args.max_batch_size:
+        p = plan_at(b)
+        if p is None:
+            bad = b
+            break
+        good, best, b = b, p, b * 2
+    if good == 0:
+        print(f"singa-graph fit: {args.model} does not fit {budget / (1 << 20):.3f} MiB "
+              "even at batch size 1", file=sys.stderr)
+        return 1
+    while bad is not None and bad - good > 1:
+        mid = (good + bad) // 2
+        p = plan_at(mid)
+        if p is None:
+            bad = mid
+        else:
+            good, best = mid, p
+    r = best.memory_report()
+    print(f"{args.model}: largest batch size within {budget / (1 << 20):.3f} MiB: {good}"
+          + ("" if bad is not None else f" (the largest tried, --max-batch-size)"))
+    print(f"  {'arena':<22} {r['arena_bytes'] / (1 << 20):10.3f} MiB")
+    print(f"  {'recomputed nodes':<22} {r['recomputed_nodes']}")
+    print(f"  {'recompute FLOPs':<22} {100 * r['recompute_flops']:9.1f} % of the step")
+    print(f"  {'predicted step time':<22} {1e3 * step_seconds(best.nodes):10.3f} ms "
+          "(cost model: FLOPs and bytes moved)")
     return 0
 
 
@@ -272,7 +341,26 @@ def make_parser() -> argparse.ArgumentParser:
                    help="xception: the full 299x299 network instead of the small one")
     i.add_argument("--device", type=device_spec, default="cpu",
                    help="cpu (default), cuda or cuda:N")
+    i.add_argument("--budget", default=None, metavar="BYTES",
+                   help="plan the arena within this budget (64MiB, 50%%, bytes), "
+                   "recomputing values")
     i.set_defaults(func=cmd_info)
+
+    f = sub.add_parser("fit", help="the largest batch size whose training step fits a budget",
+                       description="Find the largest batch size whose training plan of MODEL "
+                       "fits --budget (the arena, workspace included, recomputing values "
+                       "where needed) and print its predicted step time.")
+    f.add_argument("model", choices=MODELS, metavar="MODEL", help=" | ".join(MODELS))
+    f.add_argument("--budget", required=True, metavar="BYTES", help="e.g. 64MiB")
+    f.add_argument("--schedule", choices=SCHEDULES, default="memory",
+                   help="default: %(default)s")
+    f.add_argument("--max-batch-size", type=int_at_least(1), default=4096,
+                   help="default: %(default)s")
+    f.add_argument("--full", action="store_true",
+                   help="xception: the full 299x299 network instead of the small one")
+    f.add_argument("--device", type=device_spec, default="cpu",
+                   help="cpu (default), cuda or cuda:N")
+    f.set_defaults(func=cmd_fit)
 
     from .viz import FORMATS
 

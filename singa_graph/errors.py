@@ -61,3 +61,13 @@ class FeedError(SingaGraphError, ValueError):
 class StateUndefinedError(SingaGraphError, RuntimeError):
     """A step failed after it had already updated persistent state (parameters, buffers or
     optimizer state), which is now neither the old nor the new state."""
+
+
+class MemoryBudgetError(SingaGraphError, ValueError):
+    """A memory budget cannot be met (below the smallest arena the planner can reach, even
+    recomputing values), is malformed, or was given where nothing is planned (eager mode).
+    ``minimum`` holds the smallest feasible budget in bytes when it is known."""
+
+    def __init__(self, message: str, minimum: int | None = None):
+        super().__init__(message)
+        self.minimum = minimum

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import autograd
 from . import checkpoint as _checkpoint
+from .errors import MemoryBudgetError
 from .ir.graph import Graph
 from .ir.op import building
 from .ir.tensor import Placeholder, Tensor
@@ -93,7 +94,7 @@ class Model(Layer):
     @_locked
     def compile(self, inputs, is_train: bool = True, use_graph: bool = True,
                 sequential: bool = False, schedule: str | None = None,
-                poison: bool = False) -> None:
+                poison: bool = False, memory_budget=None, remat: str = "auto") -> None:
         """Initialise parameters from the input shapes and choose the execution mode.
 
         Args:
@@ -105,7 +106,27 @@ class Model(Layer):
             schedule: ``'sequential'``, ``'topological'`` or ``'memory'`` (the default).
             poison: debugging aid: fill dead arena regions with NaN after every step, so a
                 read of a freed buffer shows up as NaN.
+            memory_budget: the most bytes each plan's arena (workspace included) may take:
+                bytes, ``"64MiB"`` or ``"50%"`` (of the plan without a budget). Forward
+                values are recomputed during the backward to meet it (graph mode only); a
+                budget below the smallest feasible one raises :class:`MemoryBudgetError`,
+                naming it, when the plan is built (the first call), before any step runs.
+            remat: how recomputed values are chosen: ``'auto'``, ``'milp'``, ``'dtr'`` or
+                ``'chen'`` (see :mod:`singa_graph.passes.remat`).
         """
+        if memory_budget is not None:
+            if not use_graph:
+                raise MemoryBudgetError(
+                    "memory_budget needs graph mode (use_graph=True): eager mode runs one op "
+                    "at a time and has no plan to fit in a budget")
+            from .passes.remat import METHODS, parse_budget
+
+            parse_budget(memory_budget, reference=1)  # malformed budgets fail here
+            if remat not in METHODS:
+                raise ValueError(f"unknown rematerialisation method {remat!r}; choose one "
+                                 f"of {METHODS}")
+        self.memory_budget = memory_budget
+        self.remat = remat
         self.poison = bool(poison)
         self.graph_mode = bool(use_graph)
         self.schedule = schedule or ("sequential" if sequential else "memory")
@@ -139,6 +160,9 @@ class Model(Layer):
 
     def graph(self, mode: bool = True, sequential: bool = False) -> None:
         """SINGA's switch between graph and eager execution."""
+        if not mode and getattr(self, "memory_budget", None) is not None:
+            raise MemoryBudgetError("this model was compiled with a memory_budget, which "
+                                    "needs graph mode: eager mode cannot meet it")
         self.graph_mode = bool(mode)
         if sequential:
             self.schedule = "sequential"
@@ -260,7 +284,9 @@ class Model(Layer):
                 outs, kind = _flat(getattr(self, method)(*phs))
             tokens, optimizers = _opt.take_graph_updates()
             graph = Graph(outs + tokens, inputs=phs, name=f"{type(self).__name__}.{method}")
-            plan = _compile(graph, schedule=self.schedule, fetches=outs, poison=self.poison)
+            plan = _compile(graph, schedule=self.schedule, fetches=outs, poison=self.poison,
+                            memory_budget=getattr(self, "memory_budget", None),
+                            remat=getattr(self, "remat", "auto"))
         # optimizer state that tracing this plan created (momentum buffers...) is memory
         # the plan brought into existence, so its report counts it
         plan.created_state_bytes = sum(

@@ -58,7 +58,7 @@ def _promote_all() -> None:
 
 def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: bool = False,
             inplace: bool = True, validate: bool = True, fuse: bool = True,
-            inference: bool | None = None):
+            inference: bool | None = None, memory_budget=None, remat: str = "auto"):
     """Schedule ``graph``, plan its memory and bind kernels.
 
     Args:
@@ -94,4 +94,29 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
         kind = device.kind if device is not None else "cpu"
         memory = plan_memory(graph, order, schedule=schedule, inplace=inplace, device=kind,
                              base=base)
+        if memory_budget is not None or remat == "chen":
+            memory = _budgeted(graph, order, memory, memory_budget, remat, schedule, inplace,
+                               kind)
         return ExecutionPlan(graph, memory, fetches=fetches, device=device, poison=poison)
+
+
+def _budgeted(graph, order, memory, budget, method, schedule, inplace, kind):
+    """The memory plan of ``graph`` rewritten to fit ``budget`` (:mod:`.remat`): scheduled
+    by ``schedule`` again, or in the rewritten order itself if that one fits better."""
+    from .remat import parse_budget, rematerialize
+
+    unbudgeted = memory.arena_bytes
+    if budget is not None:
+        budget = parse_budget(budget, unbudgeted)
+    if budget is None or memory.arena_bytes > budget:
+        rematerialize(graph, order, budget, method=method, device=kind)
+        base = StorageGroups(graph)
+        memory = plan_memory(graph, _schedule(graph, schedule, base=base), schedule=schedule,
+                             inplace=inplace, device=kind, base=base)
+        if budget is not None and memory.arena_bytes > budget:
+            # the search planned the rewritten order itself: that one fits
+            memory = plan_memory(graph, list(graph.nodes), schedule="remat", inplace=inplace,
+                                 device=kind, base=base)
+    memory.budget = budget
+    memory.unbudgeted_arena = unbudgeted
+    return memory

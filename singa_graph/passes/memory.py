@@ -36,6 +36,8 @@ class MemoryPlan:
         persistent_bytes: inputs, parameters, optimizer state, constants and outputs.
         schedule: the policy name that produced ``order``.
         workspace: ``step -> (byte offset, bytes)`` of the kernel scratch of that step.
+        budget: the memory budget the arena was planned to fit (bytes), or None.
+        unbudgeted_arena: the arena of the plan without that budget (bytes), or None.
     """
 
     order: list
@@ -50,9 +52,21 @@ class MemoryPlan:
     inplace: bool = True
     profile: list = field(default_factory=list)
     workspace: dict = field(default_factory=dict)
+    budget: int | None = None
+    unbudgeted_arena: int | None = None
+
+    def recomputed(self) -> dict:
+        """``id(recompute node) -> the node it clones`` (see :mod:`.remat`)."""
+        return getattr(self.groups.graph, "recomputed", {}) or {}
 
     def report(self) -> dict:
-        """The plan's figures as a dict (bytes)."""
+        """The plan's figures as a dict (bytes; ``recompute_flops`` is the share of the
+        step's FLOPs spent on recompute nodes)."""
+        from .cost import flops
+
+        rec = self.recomputed()
+        total = sum(flops(n) for n in self.order)
+        again = sum(flops(n) for n in self.order if n.id in rec)
         return {
             "schedule": self.schedule,
             "arena_bytes": self.arena_bytes,
@@ -66,6 +80,11 @@ class MemoryPlan:
             "workspace_peak_bytes": max((b for _, b in self.workspace.values()), default=0),
             "workspace_no_reuse_bytes": sum(_align(b) for _, b in self.workspace.values()),
             "workspace_steps": len(self.workspace),
+            "budget_bytes": self.budget,
+            "unbudgeted_arena_bytes": (self.arena_bytes if self.unbudgeted_arena is None
+                                       else self.unbudgeted_arena),
+            "recomputed_nodes": len(rec),
+            "recompute_flops": again / total if total else 0.0,
         }
 
     def buffers(self):

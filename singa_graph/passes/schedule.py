@@ -219,6 +219,34 @@ def _starts_comm(op) -> bool:
     return bool(getattr(op, "starts_comm", False))
 
 
+def _candidates(graph, deps, base) -> list[list[int]]:
+    """The distinct orders the memory policy chooses from, as node indices: program order,
+    BFS, DFS, greedy smallest-live-bytes-first (orders often coincide on chains)."""
+    succ, flags = _successors(deps), _op_flags(graph)
+    found = [_kahn(graph, deps, pick, succ=succ, flags=flags)
+             for pick in (_Program, _Fifo, _Lifo)]
+    found.append(_greedy(graph, deps, base, succ=succ, flags=flags))
+    out, seen = [], set()
+    for steps in found:
+        if tuple(steps) not in seen:
+            seen.add(tuple(steps))
+            out.append(steps)
+    return out
+
+
+def candidate_orders(graph, base=None) -> list[list]:
+    """The distinct candidate orders of the ``memory`` policy, as node lists (the
+    rematerialisation search tries them all: the order with the lowest peak is not always
+    the one that recomputation brings lowest)."""
+    from .liveness import StorageGroups
+
+    if base is None:
+        base = StorageGroups(graph)
+    nodes = graph.nodes
+    return [[nodes[i] for i in steps]
+            for steps in _candidates(graph, dependencies(graph, base), base)]
+
+
 def schedule(graph, policy: str = "memory", base=None) -> list:
     """An execution order of ``graph.nodes`` under ``policy`` (see the module docstring).
     ``base``: a ``StorageGroups(graph)`` to reuse (the memory plan needs one too)."""
@@ -236,16 +264,8 @@ def schedule(graph, policy: str = "memory", base=None) -> list:
         return [nodes[i] for i in _kahn(graph, deps, _Fifo)]
     from .liveness import steps_peak
 
-    succ, flags = _successors(deps), _op_flags(graph)
-    candidates = [_kahn(graph, deps, pick, succ=succ, flags=flags)
-                  for pick in (_Program, _Fifo, _Lifo)]
-    candidates.append(_greedy(graph, deps, base, succ=succ, flags=flags))
-    best, best_peak, seen = None, None, set()
-    for steps in candidates:
-        key = tuple(steps)
-        if key in seen:  # orders often coincide on chains: evaluate each once
-            continue
-        seen.add(key)
+    best, best_peak = None, None
+    for steps in _candidates(graph, deps, base):
         p = steps_peak(base, steps)
         if best is None or p < best_peak:
             best, best_peak = steps, p

@@ -52,6 +52,8 @@ class ExecutionPlan:
         # owns them, and refresh_folded() recomputes them after the parameters change
         self.folds = list(getattr(graph, "folds", ()))
         self._owned_bytes += sum(f.nbytes for f in self.folds)
+        # scratch running statistics of recomputed BatchNorms (passes/remat.py)
+        self._owned_bytes += getattr(graph, "remat_scratch_bytes", 0)
         self._folded_version = None  # see refresh_folded
         self._arrays = self._bind_arrays()
         self._feed_arrays = [self._arrays[id(t)] for t in self.inputs]

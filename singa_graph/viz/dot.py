@@ -133,8 +133,12 @@ def to_dot(view: View, leaves: bool = True, edge_labels: bool = True,
             _emit_cluster(clusters, k, sub[k], "", phase, 1, counter, view.edges, boxed)
     for n in view.nodes:
         tip = f"{ROLE_TEXT[n.role]}" + (f", layer {n.scope}" if n.scope else "")
+        # recompute nodes (passes/remat.py): a forward op run again, drawn dashed
+        mark = ', style="rounded,filled,dashed", penwidth=2, color="#7a3b00"' \
+            if n.recompute else ""
+        tip += ", recomputed" if n.recompute else ""
         lines.append(f"  {quote(n.name)} [label={node_label(n, n.name not in boxed, node_names)}, "
-                     f"fillcolor={quote(COLORS[n.role])}, tooltip={quote(tip)}];")
+                     f"fillcolor={quote(COLORS[n.role])}, tooltip={quote(tip)}{mark}];")
     lines.extend(clusters)
     leaf_names = {t.name for t in view.leaves}
     role = {n.name: n.role for n in view.nodes}

@@ -30,6 +30,7 @@ class VNode:
     outputs: list[str]
     attrs: dict
     seconds: float | None = None
+    recompute: bool = False  # a clone computing a forward value again (passes/remat.py)
 
 
 @dataclass
@@ -73,6 +74,7 @@ class VBuffer:
     last_reader: str
     role: str
     workspace: bool = False
+    recomputed: bool = False  # written by a recompute node
 
 
 @dataclass
@@ -191,13 +193,16 @@ def extract(obj, profile=None) -> View:
     if profile is None and plan is not None:
         profile = getattr(plan, "last_profile", None)
     roles = _roles(graph)
+    rec = (memory.recomputed() if memory is not None and hasattr(memory, "recomputed")
+           else getattr(graph, "recomputed", None)) or {}
     step_of = {n.id: i for i, n in enumerate(memory.order)} if memory is not None else {}
     seconds = ({r.name: r.seconds for r in profile.rows} if profile is not None else None)
     nodes = [VNode(name=n.name, op=n.label, role=roles[n.id], scope=_scope(n),
                    step=step_of.get(n.id), inputs=[x.name for x in n.inputs],
                    outputs=[o.name for o in n.outputs],
                    attrs={k: _attr_text(v) for k, v in n.op.attributes().items()},
-                   seconds=None if seconds is None else seconds.get(n.name))
+                   seconds=None if seconds is None else seconds.get(n.name),
+                   recompute=n.id in rec)
              for n in graph.nodes]
     leaves = [VLeaf(t.name, _leaf_role(t, graph.inputs), tuple(t.shape), dtype_name(t.dtype),
                     int(t.nbytes)) for t in graph.leaves()]
@@ -215,13 +220,13 @@ def extract(obj, profile=None) -> View:
     if memory is not None:
         view.schedule = [n.name for n in memory.order]
         view.report = dict(memory.report())
-        view.buffers = _buffers(memory, roles)
+        view.buffers = _buffers(memory, roles, rec)
         view.persistent = _persistent(memory, graph)
         view.live = _live(view.buffers, len(memory.order))
     return view
 
 
-def _buffers(memory, roles) -> list[VBuffer]:
+def _buffers(memory, roles, recomputed=None) -> list[VBuffer]:
     """The arena's buffers in placement order: storage groups, then kernel workspaces."""
     groups, order = memory.groups, memory.order
     members = groups.groups()
@@ -233,7 +238,8 @@ def _buffers(memory, roles) -> list[VBuffer]:
                            tensors=[t.name for t in members[g]], shape=tuple(root.shape),
                            dtype=dtype_name(root.dtype), offset=int(memory.offsets[g]),
                            size=int(groups.size(g)), first=a, last=b, producer=writer.name,
-                           last_reader=reader.name, role=roles[writer.id]))
+                           last_reader=reader.name, role=roles[writer.id],
+                           recomputed=writer.id in (recomputed or {})))
     # kernel workspaces (MemoryPlan.workspace: step -> (offset, nbytes)), one step each
     for step, (off, nbytes) in sorted((getattr(memory, "workspace", None) or {}).items()):
         n = order[step]

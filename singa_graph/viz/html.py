@@ -118,6 +118,10 @@ def _facts(view: View) -> str:
              ("no reuse", human_bytes(r.get("no_reuse_bytes", 0))),
              ("persistent", human_bytes(r.get("persistent_bytes", 0))),
              ("in-place ops", str(r.get("inplace_ops", 0)))]
+    if r.get("budget_bytes") is not None:
+        items += [("budget", human_bytes(r["budget_bytes"])),
+                  ("recomputed nodes", str(r.get("recomputed_nodes", 0))),
+                  ("recompute FLOPs", f"{100 * r.get('recompute_flops', 0):.1f}%")]
     return "<p class='facts'>" + "".join(f"<span><b>{k}</b> {v}</span>" for k, v in items) + \
         "</p>"
 

@@ -49,7 +49,8 @@ def timeline_svg(view: View, width: int = 960, height: int = 430, title: bool = 
                          "not a bare Graph")
     steps = len(view.schedule)
     arena, bound = view.arena_bytes, view.lower_bound
-    top = max([arena, bound, 1] + view.live) * 1.06
+    budget = view.report.get("budget_bytes")
+    top = max([arena, bound, budget or 0, 1] + view.live) * 1.06
     left, right, upper, lower = 64, 196, 46 if title else 14, 40
     pw, ph = width - left - right, height - upper - lower
     xs = lambda s: left + pw * s / steps  # noqa: E731
@@ -90,11 +91,15 @@ def timeline_svg(view: View, width: int = 960, height: int = 430, title: bool = 
         x0, x1 = xs(b.first), xs(b.last + 1)
         y0, y1 = ys(b.offset + b.size), ys(b.offset)
         fill = COLORS["workspace"] if b.workspace else COLORS[b.role]
-        cls = "buf ws" if b.workspace else "buf"
+        cls = "buf ws" if b.workspace else "buf recomputed" if b.recomputed else "buf"
+        # a recomputed buffer (written by a recompute node) gets a dark dashed outline
+        edge = ('stroke="#7a3b00" stroke-width="1.2" stroke-dasharray="3 2"' if b.recomputed
+                else 'stroke="#ffffff" stroke-width="0.6"')
+        tip = buffer_tip(b) + (" (recomputed)" if b.recomputed else "")
         out.append(f'<rect class="{cls}" data-id="{b.id}" x="{x0:.2f}" y="{y0:.2f}" '
                    f'width="{max(x1 - x0, 0.5):.2f}" height="{max(y1 - y0, 0.5):.2f}" '
-                   f'fill="{fill}" stroke="#ffffff" stroke-width="0.6">'
-                   f'<title>{escape(buffer_tip(b))}</title></rect>')
+                   f'fill="{fill}" {edge}>'
+                   f'<title>{escape(tip)}</title></rect>')
         if labels and (x1 - x0) > 6.6 * len(b.tensor) + 8 and (y1 - y0) > 13:
             out.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{(y0 + y1) / 2 + 4:.1f}" '
                        f'font-size="10" text-anchor="middle" fill="#222" '
@@ -111,6 +116,10 @@ def timeline_svg(view: View, width: int = 960, height: int = 430, title: bool = 
     out.append(f'<line class="bound" x1="{left}" x2="{left + pw}" y1="{ys(bound):.1f}" '
                f'y2="{ys(bound):.1f}" stroke="#2060c0" stroke-width="1.4" '
                f'stroke-dasharray="6 4"/>')
+    if budget is not None:
+        out.append(f'<line class="budget" x1="{left}" x2="{left + pw}" y1="{ys(budget):.1f}" '
+                   f'y2="{ys(budget):.1f}" stroke="#e08000" stroke-width="1.6" '
+                   f'stroke-dasharray="2 3"/>')
     out.append(f'<rect x="{left}" y="{upper}" width="{pw}" height="{ph}" fill="none" '
                f'stroke="#888"/>')
     out.extend(_legend(view, left + pw + 14, upper))
@@ -129,10 +138,16 @@ def _legend(view: View, x: float, y: float) -> list[str]:
         out.append(f'<text x="{x + 20}" y="{y + 10}" font-size="12">{ROLE_TEXT[r]}</text>')
         y += 19
     y += 6
-    for color, dash, text in (("#222", "", "live bytes"),
-                              ("#2060c0", ' stroke-dasharray="6 4"',
-                               f"lower bound {human_bytes(view.lower_bound)}"),
-                              ("#c00000", "", f"arena {human_bytes(view.arena_bytes)}")):
+    lines = [("#222", "", "live bytes"),
+             ("#2060c0", ' stroke-dasharray="6 4"',
+              f"lower bound {human_bytes(view.lower_bound)}"),
+             ("#c00000", "", f"arena {human_bytes(view.arena_bytes)}")]
+    if view.report.get("budget_bytes") is not None:
+        lines.append(("#e08000", ' stroke-dasharray="2 3"',
+                      f"budget {human_bytes(view.report['budget_bytes'])}"))
+    if any(b.recomputed for b in view.buffers):
+        lines.append(("#7a3b00", ' stroke-dasharray="3 2"', "recomputed"))
+    for color, dash, text in lines:
         out.append(f'<line x1="{x}" x2="{x + 14}" y1="{y + 6}" y2="{y + 6}" stroke="{color}" '
                    f'stroke-width="1.6"{dash}/>')
         out.append(f'<text x="{x + 20}" y="{y + 10}" font-size="12">{escape(text)}</text>')
