@@ -129,25 +129,23 @@ class Program:
         """Indices of the nodes whose outputs are known while tracing."""
         known = set(static_inputs) | {k for k, v in self.initializers.items()
                                       if v.dtype.kind not in "fc"}
-        out = set()
-        for i, n in enumerate(self.graph.node):
-            ins = [x for x in n.input if x]
-            if n.op_type in STATIC_OUTPUT or (
-                    n.op_type not in RANDOM and (ins or n.op_type == "Constant")
-                    and all(x in known for x in ins)):
-                out.add(i)
-                known.update(o for o in n.output if o)
-        return out
+        return _static_nodes(self.graph.node, known)
 
     def check_supported(self, static_inputs=()) -> None:
         """Raise UnsupportedOpError naming every op type of the model we cannot import."""
         static = self.static_nodes(static_inputs)
         missing: Counter = Counter()
-        for i, n in enumerate(self.graph.node):
-            if n.domain not in ("", "ai.onnx"):
-                missing[f"{n.domain}.{n.op_type}"] += 1
-            elif i not in static and find_importer(n.op_type, self.opset) is None:
-                missing[n.op_type] += 1
+
+        def check(nodes, static):
+            for i, n in enumerate(nodes):
+                if n.domain not in ("", "ai.onnx"):
+                    missing[f"{n.domain}.{n.op_type}"] += 1
+                elif i not in static and find_importer(n.op_type, self.opset) is None:
+                    missing[n.op_type] += 1
+                for g in subgraphs(n):  # bodies: their constant parts fold too
+                    check(g.node, _static_nodes(g.node, {t.name for t in g.initializer}))
+
+        check(self.graph.node, static)
         if missing:
             listed = ", ".join(f"{k} (x{v})" if v > 1 else k for k, v in sorted(missing.items()))
             raise UnsupportedOpError(f"the model uses {len(missing)} op type(s) that "
@@ -167,13 +165,34 @@ class Program:
             nodes = nodes[:last_layers]
             if not nodes:
                 raise GraphError(f"last_layers={last_layers} leaves no node of the model")
+        self.run_nodes(nodes, env, store, training, static)
+        names = (list(nodes[-1].output) if last_layers is not None else self.outputs)
+        names = [n for n in names if n] + list(extra_outputs)
+        missing = [n for n in names if n not in env]
+        if missing:
+            raise GraphError(f"the model never computes output(s) {missing}")
+        return [env[n] for n in names]
+
+    def run_nodes(self, nodes, env, store, training: bool = False, static=None) -> None:
+        """Trace ``nodes`` in order, reading and writing values by name in ``env``.
+        ``static``: indices of the nodes to fold (see :meth:`static_nodes`); None decides
+        per node (a subgraph's nodes: fold those whose inputs are all known now)."""
         for i, proto in enumerate(nodes):
-            if i in static and proto.op_type not in STATIC_OUTPUT:
+            if static is None:
+                ins = [x for x in proto.input if x]
+                fold = proto.op_type not in RANDOM and (ins or proto.op_type == "Constant") \
+                    and all(_known(env, self.initializers, x) for x in ins)
+            else:
+                fold = i in static
+            if fold and proto.op_type not in STATIC_OUTPUT:
                 values = self._fold(proto, env)
             else:
                 node = NodeView(proto, env, self, store, training)
                 fn = find_importer(proto.op_type, self.opset)
                 where = f"ONNX node {proto.name or proto.op_type!r} ({proto.op_type})"
+                if fn is None:
+                    raise UnsupportedOpError(f"{where}: singa_graph cannot import "
+                                             f"{proto.op_type} yet")
                 try:
                     values = fn(node)
                 except (NeedsValue, UnsupportedOpError):
@@ -191,12 +210,6 @@ class Program:
             if wanted:
                 raise UnsupportedOpError(f"{proto.op_type} node {proto.name!r}: output(s) "
                                          f"{wanted} are not supported")
-        names = (list(nodes[-1].output) if last_layers is not None else self.outputs)
-        names = [n for n in names if n] + list(extra_outputs)
-        missing = [n for n in names if n not in env]
-        if missing:
-            raise GraphError(f"the model never computes output(s) {missing}")
-        return [env[n] for n in names]
 
     def _fold(self, proto, env) -> list:
         """Run one node on known values with ONNX's reference implementation."""
@@ -207,7 +220,7 @@ class Program:
         vals = {}
         for x in ins:
             v = env[x] if x in env else self.initializers[x]
-            vals[x] = np.asarray(v)
+            vals[x] = v.data if isinstance(v, Tensor) else np.asarray(v)
         graph = helper.make_graph(
             [proto], "fold",
             [helper.make_tensor_value_info(x, helper.np_dtype_to_tensor_dtype(vals[x].dtype),
@@ -220,6 +233,40 @@ class Program:
             raise UnsupportedOpError(f"cannot evaluate constant node {proto.name!r} "
                                      f"({proto.op_type}): {e}") from None
         return [np.asarray(o) for o in out]
+
+
+def _static_nodes(nodes, known) -> set[int]:
+    """Indices of ``nodes`` whose outputs are known while tracing, given the names
+    ``known`` now (grown in place)."""
+    out = set()
+    for i, n in enumerate(nodes):
+        ins = [x for x in n.input if x]
+        if n.op_type in STATIC_OUTPUT or (
+                n.op_type not in RANDOM and (ins or n.op_type == "Constant")
+                and all(x in known for x in ins)):
+            out.add(i)
+            known.update(o for o in n.output if o)
+    return out
+
+
+def _known(env, initializers, name) -> bool:
+    """True when the value of ``name`` is known now (a numpy array, a constant Tensor)."""
+    if name in env:
+        v = env[name]
+        return isinstance(v, np.ndarray) or (isinstance(v, Tensor) and v.data is not None
+                                             and v.creator is None and not v.requires_grad)
+    v = initializers.get(name)
+    return v is not None and v.dtype.kind not in "fc"
+
+
+def subgraphs(proto):
+    """The GraphProtos held in the attributes of node ``proto`` (If's branches, Loop's and
+    Scan's bodies)."""
+    for a in proto.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            yield a.g
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            yield from a.graphs
 
 
 class NodeView:

@@ -81,6 +81,15 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
     from ..runtime.plan import ExecutionPlan
 
     with gc_paused():
+        memory, device = plan_graph(graph, schedule, device, inplace, validate, fuse, inference)
+        return ExecutionPlan(graph, memory, fetches=fetches, device=device, poison=poison)
+
+
+def plan_graph(graph, schedule: str = "memory", device=None, inplace: bool = True,
+               validate: bool = True, fuse: bool = True, inference: bool | None = None):
+    """:func:`compile` up to the memory plan, without binding: ``(MemoryPlan, device)``.
+    Control-flow ops plan their bodies so and bind them into their own workspace."""
+    with gc_paused():
         if validate:
             graph.validate()
         if fuse:
@@ -94,4 +103,4 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
         kind = device.kind if device is not None else "cpu"
         memory = plan_memory(graph, order, schedule=schedule, inplace=inplace, device=kind,
                              base=base)
-        return ExecutionPlan(graph, memory, fetches=fetches, device=device, poison=poison)
+        return memory, device

@@ -4,5 +4,5 @@ numpy ufunc / BLAS calls where a single compiled library routine already does th
 
 Importing this package registers every CPU kernel.
 """
-from . import (activation, attention, conv, dist, dropout, elementwise, layout, linalg,  # noqa: F401
+from . import (activation, attention, control, conv, dist, dropout, elementwise, layout, linalg,  # noqa: F401
                loss, norm, pool, recurrent, reduce, shape, update)
