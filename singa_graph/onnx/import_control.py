@@ -118,9 +118,15 @@ def plan_body(n, g, specs, device, label: str) -> tuple[Body, list]:
         seen.add(id(t))
         outs.append(t)
     with_outer = phs + [ph for _, ph in env.captured]
+    outer = [v for v, _ in env.captured]
     graph = Graph(outs, inputs=with_outer, name=label)
+    # trainable parameters the body reads are inputs of the op too (bound to the same
+    # arrays): autodiff then meets the op, whose gradient refuses clearly, instead of
+    # missing the parameters' dependence on the body
+    params = [t for t in graph.leaves() if t.requires_grad]
+    graph.inputs = with_outer = with_outer + params
     memory, _ = plan_graph(graph, device=device)
-    return Body(graph, memory, with_outer, outs, label), [v for v, _ in env.captured]
+    return Body(graph, memory, with_outer, outs, label), outer + params
 
 
 def _spec(v):

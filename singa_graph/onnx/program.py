@@ -26,7 +26,11 @@ STATIC_OUTPUT = {"Shape", "Size"}
 # Ops never folded even with constant inputs: they draw random numbers.
 RANDOM = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike",
           "Bernoulli", "Multinomial", "Dropout",
-          "If", "Loop", "Scan", "SequenceMap"}  # control flow reads outer names
+          "If", "Loop", "Scan", "SequenceMap",  # control flow reads outer names
+          # sequences and optionals are lists and None while tracing (import_sequence.py)
+          "SequenceEmpty", "SequenceConstruct", "SequenceLength", "SequenceAt",
+          "SequenceInsert", "SequenceErase", "ConcatFromSequence", "SplitToSequence",
+          "Optional", "OptionalHasElement", "OptionalGetElement"}
 
 
 class NeedsValue(GraphError):
