@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from singa_graph import onnx as sonnx_io
 from singa_graph.errors import UnsupportedOpError
 from singa_graph.onnx.backend import SingaBackend
+from singa_graph.passes.verify import verify
 
 RNG = np.random.default_rng(0)
 
@@ -129,6 +130,8 @@ def test_scan_rnn_matches_ort(reverse):
     body = next(n.op.body for n in m.last_plan.nodes if n.type == "Scan")
     state, elem_in = 3 * 6 * 4, 3 * 4 * 4
     assert r["workspace_peak_bytes"] >= body.arena_bytes + 2 * state + elem_in + state
+    verify(m.last_plan)
+    verify(body.memory)
 
 
 def _loop_with_scan_outputs(trip=4):
