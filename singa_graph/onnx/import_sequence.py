@@ -17,7 +17,8 @@ from ..errors import UnsupportedOpError
 from ..ir.tensor import Tensor
 from .import_control import inline
 from .program import NeedsValue, constant
-from .registry import importer
+from . import import_math  # noqa: F401  (Identity's tensor form, wrapped below)
+from .registry import IMPORTERS, importer
 
 
 def _seq(n, i) -> list:
@@ -178,3 +179,18 @@ def optional_get_element(n):
         raise UnsupportedOpError(f"OptionalGetElement node {n.name!r}: the optional "
                                  f"{n.proto.input[0]!r} is empty")
     return [v]
+
+
+def _structures_pass(fn):
+    """Identity of a sequence or an optional is that value (the tensor form copies)."""
+
+    def imp(n):
+        v = n._raw(0)
+        return [v] if v is None or isinstance(v, list) else fn(n)
+
+    imp.__name__ = fn.__name__
+    return imp
+
+
+for _since, _fn in list(IMPORTERS.get("Identity", {}).items()):
+    IMPORTERS["Identity"][_since] = _structures_pass(_fn)

@@ -83,6 +83,8 @@ def test_torch_scripted_data_dependent_loop_matches_ort():
     plan = m.last_plan
     loop = next(n for n in plan.nodes if n.type == "Loop")  # a plan, not an unrolled loop
     assert "If" in {b.type for b in loop.op.body.graph.nodes}  # nested: If in the body
+    verify(plan)
+    verify(loop.op.body.memory)
     assert plan.memory_report()["workspace_peak_bytes"] > 0  # body arena, carried state
 
 
