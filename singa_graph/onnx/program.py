@@ -23,7 +23,8 @@ from .registry import find_importer
 
 # Ops whose output is known at trace time whatever their inputs are.
 STATIC_OUTPUT = {"Shape", "Size"}
-# Ops never folded even with constant inputs: they draw random numbers.
+# Ops never folded even with constant inputs: they draw random numbers, read outer names
+# or build sequences and optionals.
 RANDOM = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike",
           "Bernoulli", "Multinomial", "Dropout",
           "If", "Loop", "Scan", "SequenceMap",  # control flow reads outer names
