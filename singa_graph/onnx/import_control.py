@@ -12,57 +12,72 @@ is known (unrolled, at most :data:`MAX_UNROLL` iterations).
 from __future__ import annotations
 
 import numpy as np
-from onnx import numpy_helper
+import onnx
+from onnx import helper
 
 from .. import ops
-from ..errors import UnsupportedOpError
+from ..errors import GraphError, UnsupportedOpError
 from ..ir.graph import Graph
 from ..ir.op import building
 from ..ir.tensor import Placeholder, Tensor
 from ..ops.control import Body, If, Loop, Scan, is_symbolic
-from .program import NeedsValue, constant
+from .program import NeedsValue, Program, constant, subgraphs
 from .registry import importer
 
 MAX_UNROLL = 4096  # a longer loop that needs unrolling is refused
-
-
-class Scope(dict):
-    """The names a body sees: its own, then its parent's (outer-scope values). With
-    ``capture``, an outer value computed by the parent's graph is replaced by a Placeholder
-    of the body, recorded in ``captured`` as ``(outer value, placeholder)``."""
-
-    def __init__(self, parent, capture: bool = False, prefix: str = ""):
-        super().__init__()
-        self.parent, self.capture, self.prefix = parent, capture, prefix
-        self.captured: list[tuple] = []
-
-    def __contains__(self, name):
-        return dict.__contains__(self, name) or name in self.parent
-
-    def __getitem__(self, name):
-        if dict.__contains__(self, name):
-            return dict.__getitem__(self, name)
-        v = self.parent[name]
-        if self.capture and is_symbolic(v):
-            ph = Placeholder(v.shape, v.dtype, device=v.device, name=name)
-            self.captured.append((v, ph))
-            dict.__setitem__(self, name, ph)
-            return ph
-        return v
-
-    def get(self, name, default=None):
-        return self[name] if name in self else default
 
 
 class _Unroll(Exception):
     """The body cannot be planned with static shapes; trace it inline when possible."""
 
 
-def _body_env(n, g, capture: bool) -> Scope:
-    env = Scope(n._env, capture=capture)
-    for t in g.initializer:
-        dict.__setitem__(env, t.name, numpy_helper.to_array(t))
-    return env
+def free_names(g) -> list[str]:
+    """The outer-scope names body ``g`` reads (nested bodies included), in first-use order."""
+    defined = {i.name for i in g.input} | {t.name for t in g.initializer}
+    out: list[str] = []
+    for node in g.node:
+        reads = [x for x in node.input if x]
+        for sub in subgraphs(node):
+            reads += free_names(sub)
+        out += [x for x in reads if x not in defined and x not in out]
+        defined.update(o for o in node.output if o)
+    return out
+
+
+class Subprogram:
+    """Body ``g`` of node ``n`` as a :class:`Program` of its own, whose extra inputs are
+    the outer names it reads; traced once (a plan) or once per iteration (unrolled)."""
+
+    def __init__(self, n, g):
+        self.n, self.g = n, g
+        self.outer = free_names(g)
+        graph = onnx.GraphProto()
+        graph.CopyFrom(g)
+        graph.input.extend(helper.make_empty_tensor_value_info(x) for x in self.outer)
+        model = helper.make_model(graph, opset_imports=n._program.model.opset_import)
+        self.program = Program(model)
+        self.own = {i.name for i in g.input} | {o for x in g.node for o in x.output}
+
+    def outer_value(self, name):
+        """What the parent's scope holds under ``name`` (float initialisers: Parameters)."""
+        n = self.n
+        if name in n._env:
+            return n._env[name]
+        arr = n._program.initializers.get(name)
+        if arr is None:
+            raise GraphError(f"the body of node {n.name!r} reads {name!r}, which nothing "
+                             "produces")
+        return n._store.parameter(name, arr) if arr.dtype.kind == "f" else arr
+
+    def trace(self, values, outer) -> list:
+        feeds = dict(zip([i.name for i in self.g.input], values))
+        feeds.update(outer)
+        try:
+            return self.program.trace(feeds, self.n._store, training=self.n.training)
+        except NeedsValue as e:
+            if e.value_name in self.own:  # the body needs one of its own run-time values
+                raise _Unroll(str(e)) from None
+            raise  # an outer value: the caller may know it when building
 
 
 def _device(values):
@@ -74,14 +89,15 @@ def _device(values):
     return get_default_device()
 
 
-def inline(n, g, values) -> list:
+def inline(n, g, values, body=None) -> list:
     """Trace body ``g`` into the current graph with its inputs set to ``values``; returns
     its outputs (Tensors, numpy arrays, sequences)."""
-    env = _body_env(n, g, capture=False)
-    for inp, v in zip(g.input, values):
-        dict.__setitem__(env, inp.name, v)
-    n._program.run_nodes(list(g.node), env, n._store, n.training)
-    return [env[o.name] for o in g.output]
+    body = body or Subprogram(n, g)
+    outer = {x: body.outer_value(x) for x in body.outer}
+    try:
+        return body.trace(values, outer)
+    except _Unroll as e:
+        raise UnsupportedOpError(f"{n.op_type} node {n.name!r}: {e}") from None
 
 
 def plan_body(n, g, specs, device, label: str) -> tuple[Body, list]:
@@ -92,22 +108,20 @@ def plan_body(n, g, specs, device, label: str) -> tuple[Body, list]:
     if device.kind != "cpu":
         raise UnsupportedOpError(f"{n.op_type} node {n.name!r}: control flow runs on the CPU "
                                  f"only, not on {device}")
-    env = _body_env(n, g, capture=True)
-    phs = []
-    for inp, (shape, dtype) in zip(g.input, specs):
-        ph = Placeholder(shape, dtype, device=device, name=f"{label}/{inp.name}")
-        dict.__setitem__(env, inp.name, ph)
-        phs.append(ph)
-    own = {inp.name for inp in g.input} | {o for x in g.node for o in x.output}
-    try:
-        n._program.run_nodes(list(g.node), env, n._store, n.training)
-    except NeedsValue as e:
-        if e.value_name in own or e.value_name not in n._env:
-            raise _Unroll(str(e)) from None  # it needs one of its own run-time values
-        raise  # an outer value: the caller may know it when building
+    body = Subprogram(n, g)
+    phs = [Placeholder(shape, dtype, device=device, name=f"{label}/{inp.name}")
+           for inp, (shape, dtype) in zip(g.input, specs)]
+    outer, captured = {}, []
+    for x in body.outer:
+        v = body.outer_value(x)
+        if is_symbolic(v):  # computed by the parent's graph: passed in
+            ph = Placeholder(v.shape, v.dtype, device=device, name=f"{label}/{x}")
+            captured.append((v, ph))
+            v = ph
+        outer[x] = v
+    results = body.trace(phs, outer)
     outs, seen = [], set()
-    for o in g.output:
-        v = env[o.name]
+    for o, v in zip(g.output, results):
         if not isinstance(v, (Tensor, np.ndarray, np.generic)):
             raise _Unroll(f"output {o.name!r} is a sequence or optional")
         t = constant(v, o.name) if not isinstance(v, Tensor) else v
@@ -117,8 +131,7 @@ def plan_body(n, g, specs, device, label: str) -> tuple[Body, list]:
                 t = ops.identity(t)
         seen.add(id(t))
         outs.append(t)
-    with_outer = phs + [ph for _, ph in env.captured]
-    outer = [v for v, _ in env.captured]
+    with_outer = phs + [ph for _, ph in captured]
     graph = Graph(outs, inputs=with_outer, name=label)
     # trainable parameters the body reads are inputs of the op too (bound to the same
     # arrays): autodiff then meets the op, whose gradient refuses clearly, instead of
@@ -126,7 +139,7 @@ def plan_body(n, g, specs, device, label: str) -> tuple[Body, list]:
     params = [t for t in graph.leaves() if t.requires_grad]
     graph.inputs = with_outer = with_outer + params
     memory, _ = plan_graph(graph, device=device)
-    return Body(graph, memory, with_outer, outs, label), outer + params
+    return Body(graph, memory, with_outer, outs, label), [v for v, _ in captured] + params
 
 
 def _spec(v):
@@ -225,8 +238,9 @@ def _unroll(n, g, trip, cond0, has_cond, k, n_scan, why):
             f"at most {MAX_UNROLL}, and a known initial condition)")
     carried = [n._raw(i) for i in range(2, n.n_inputs)]
     scans: list[list] = [[] for _ in range(n_scan)]
+    body = Subprogram(n, g)
     for i in range(trip):
-        outs = inline(n, g, [np.array(i, np.int64), np.array(True), *carried])
+        outs = inline(n, g, [np.array(i, np.int64), np.array(True), *carried], body)
         cond, carried = outs[0], outs[1:1 + k]
         for lst, v in zip(scans, outs[1 + k:]):
             lst.append(v)

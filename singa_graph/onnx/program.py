@@ -170,34 +170,13 @@ class Program:
             nodes = nodes[:last_layers]
             if not nodes:
                 raise GraphError(f"last_layers={last_layers} leaves no node of the model")
-        self.run_nodes(nodes, env, store, training, static)
-        names = (list(nodes[-1].output) if last_layers is not None else self.outputs)
-        names = [n for n in names if n] + list(extra_outputs)
-        missing = [n for n in names if n not in env]
-        if missing:
-            raise GraphError(f"the model never computes output(s) {missing}")
-        return [env[n] for n in names]
-
-    def run_nodes(self, nodes, env, store, training: bool = False, static=None) -> None:
-        """Trace ``nodes`` in order, reading and writing values by name in ``env``.
-        ``static``: indices of the nodes to fold (see :meth:`static_nodes`); None decides
-        per node (a subgraph's nodes: fold those whose inputs are all known now)."""
         for i, proto in enumerate(nodes):
-            if static is None:
-                ins = [x for x in proto.input if x]
-                fold = proto.op_type not in RANDOM and (ins or proto.op_type == "Constant") \
-                    and all(_known(env, self.initializers, x) for x in ins)
-            else:
-                fold = i in static
-            if fold and proto.op_type not in STATIC_OUTPUT:
+            if i in static and proto.op_type not in STATIC_OUTPUT:
                 values = self._fold(proto, env)
             else:
                 node = NodeView(proto, env, self, store, training)
                 fn = find_importer(proto.op_type, self.opset)
                 where = f"ONNX node {proto.name or proto.op_type!r} ({proto.op_type})"
-                if fn is None:
-                    raise UnsupportedOpError(f"{where}: singa_graph cannot import "
-                                             f"{proto.op_type} yet")
                 try:
                     values = fn(node)
                 except (NeedsValue, UnsupportedOpError):
@@ -215,6 +194,12 @@ class Program:
             if wanted:
                 raise UnsupportedOpError(f"{proto.op_type} node {proto.name!r}: output(s) "
                                          f"{wanted} are not supported")
+        names = (list(nodes[-1].output) if last_layers is not None else self.outputs)
+        names = [n for n in names if n] + list(extra_outputs)
+        missing = [n for n in names if n not in env]
+        if missing:
+            raise GraphError(f"the model never computes output(s) {missing}")
+        return [env[n] for n in names]
 
     def _fold(self, proto, env) -> list:
         """Run one node on known values with ONNX's reference implementation."""
@@ -225,7 +210,7 @@ class Program:
         vals = {}
         for x in ins:
             v = env[x] if x in env else self.initializers[x]
-            vals[x] = v.data if isinstance(v, Tensor) else np.asarray(v)
+            vals[x] = np.asarray(v)
         graph = helper.make_graph(
             [proto], "fold",
             [helper.make_tensor_value_info(x, helper.np_dtype_to_tensor_dtype(vals[x].dtype),
@@ -252,16 +237,6 @@ def _static_nodes(nodes, known) -> set[int]:
             out.add(i)
             known.update(o for o in n.output if o)
     return out
-
-
-def _known(env, initializers, name) -> bool:
-    """True when the value of ``name`` is known now (a numpy array, a constant Tensor)."""
-    if name in env:
-        v = env[name]
-        return isinstance(v, np.ndarray) or (isinstance(v, Tensor) and v.data is not None
-                                             and v.creator is None and not v.requires_grad)
-    v = initializers.get(name)
-    return v is not None and v.dtype.kind not in "fc"
 
 
 def subgraphs(proto):
