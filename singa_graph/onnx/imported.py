@@ -7,10 +7,11 @@ from .. import autograd, layer
 from ..errors import GraphError
 from ..ir.tensor import Parameter, Tensor
 from ..zoo import _Classifier
-from . import (import_activation, import_control, import_index,  # noqa: F401
-               import_logic, import_loss, import_math, import_nn, import_norm, import_rnn,
-               import_sequence, import_shape)  # (fill the tables)
+from . import (import_activation, import_index, import_logic, import_loss,  # noqa: F401
+               import_math, import_nn, import_norm, import_rnn,
+               import_shape)  # (fill the tables)
 from .program import Program, read_model
+from . import import_control, import_sequence  # noqa: F401,E402  (If/Loop/Scan, sequences)
 
 
 class Initializers(layer.Layer):

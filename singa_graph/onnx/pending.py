@@ -13,9 +13,8 @@ the ops below are needed only when they compute on run-time tensors. ``Resize`` 
 ``Upsample`` are listed although nearest upsampling by whole factors imports: their other
 modes wait.
 
-ONNX ops not listed here (strings, quantisation, signal processing, Attention, Einsum ...)
-are not in the op library either. Control flow, sequences and optionals import through
-``import_control.py`` and ``import_sequence.py``.
+ONNX ops not listed here (sequences and optionals, control flow, strings, quantisation,
+signal processing, Attention, Einsum ...) are not in the op library either.
 """
 
 WAITING_FOR_OP_LIBRARY = {
