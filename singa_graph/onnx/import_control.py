@@ -69,15 +69,19 @@ class Subprogram:
                              "produces")
         return n._store.parameter(name, arr) if arr.dtype.kind == "f" else arr
 
-    def trace(self, values, outer) -> list:
+    def trace(self, values, outer, planned: bool = False) -> list:
+        """The body's outputs for its inputs ``values`` and outer names ``outer``. When
+        ``planned`` (inputs are Placeholders), a value of the body needed while building
+        raises :class:`_Unroll`; an outer one, or any when inlined, raises NeedsValue (a
+        caller that can, the ONNX backend, builds again with more values known)."""
         feeds = dict(zip([i.name for i in self.g.input], values))
         feeds.update(outer)
         try:
             return self.program.trace(feeds, self.n._store, training=self.n.training)
         except NeedsValue as e:
-            if e.value_name in self.own:  # the body needs one of its own run-time values
+            if planned and e.value_name in self.own:
                 raise _Unroll(str(e)) from None
-            raise  # an outer value: the caller may know it when building
+            raise
 
 
 def _device(values):
@@ -93,11 +97,7 @@ def inline(n, g, values, body=None) -> list:
     """Trace body ``g`` into the current graph with its inputs set to ``values``; returns
     its outputs (Tensors, numpy arrays, sequences)."""
     body = body or Subprogram(n, g)
-    outer = {x: body.outer_value(x) for x in body.outer}
-    try:
-        return body.trace(values, outer)
-    except _Unroll as e:
-        raise UnsupportedOpError(f"{n.op_type} node {n.name!r}: {e}") from None
+    return body.trace(values, {x: body.outer_value(x) for x in body.outer})
 
 
 def plan_body(n, g, specs, device, label: str) -> tuple[Body, list]:
@@ -119,7 +119,7 @@ def plan_body(n, g, specs, device, label: str) -> tuple[Body, list]:
             captured.append((v, ph))
             v = ph
         outer[x] = v
-    results = body.trace(phs, outer)
+    results = body.trace(phs, outer, planned=True)
     outs, seen = [], set()
     for o, v in zip(g.output, results):
         if not isinstance(v, (Tensor, np.ndarray, np.generic)):
