@@ -259,3 +259,56 @@ def test_loop_carrying_an_optional_sequence_matches_the_reference():
     assert len(got) == len(want) == 6
     for a, b in zip(want, got):
         assert a.shape == b.shape and np.array_equal(a, b)
+
+
+def test_scan_along_other_axes_and_backwards_matches_ort():
+    """Scanned input along axis 1, read backwards; the scan output stacked along axis 1 and
+    written backwards; the body reads an outer value computed by the graph."""
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["x_t", "w"], ["xw"]),
+         helper.make_node("Add", ["acc_in", "xw"], ["acc_out"]),
+         helper.make_node("Sigmoid", ["acc_out"], ["y_t"])],
+        "body", [_vi("acc_in", [3]), _vi("x_t", [3])], [_vi("acc_out", [3]), _vi("y_t", [3])])
+    nodes = [helper.make_node("Exp", ["v"], ["w"]),
+             helper.make_node("Scan", ["a0", "xs"], ["a", "ys"], body=body, num_scan_inputs=1,
+                              scan_input_axes=[1], scan_input_directions=[1],
+                              scan_output_axes=[1], scan_output_directions=[1])]
+    proto = _model(nodes, [_vi("v", [3]), _vi("a0", [3]), _vi("xs", [3, 7])],
+                   [_vi("a", [3]), _vi("ys", [3, 7])])
+    v, a0 = RNG.standard_normal(3).astype(np.float32), RNG.standard_normal(3).astype(np.float32)
+    xs = RNG.standard_normal((3, 7)).astype(np.float32)
+    m = sonnx_io.load(proto)
+    _close(_ort(proto, v, a0, xs), [t.to_numpy() for t in m(v, a0, xs)])
+    scan = next(n for n in m.last_plan.nodes if n.type == "Scan")
+    assert len(scan.inputs) == 3  # a0, xs and the outer value w
+
+
+def test_loop_nested_in_a_scan_body_matches_ort():
+    """Each Scan step runs a Loop (3 iterations of h = tanh(h * x_t + 0.5)): the inner
+    Loop's workspace lies in the Scan body's arena, which lies in the parent's."""
+    inner = helper.make_graph(
+        [helper.make_node("Mul", ["h_in", "x_t"], ["hx"]),
+         helper.make_node("Add", ["hx", "half"], ["hs"]),
+         helper.make_node("Tanh", ["hs"], ["h_out"]),
+         helper.make_node("Identity", ["c_in"], ["c_out"])],
+        "inner", [_vi("j", [], TensorProto.INT64), _vi("c_in", [], TensorProto.BOOL),
+                  _vi("h_in", [4])],
+        [_vi("c_out", [], TensorProto.BOOL), _vi("h_out", [4])])
+    body = helper.make_graph(
+        [helper.make_node("Constant", [], ["three"], value=numpy_helper.from_array(
+             np.array(3, np.int64))),
+         helper.make_node("Loop", ["three", "", "s_in"], ["s_out"], body=inner),
+         helper.make_node("Identity", ["s_out"], ["y_t"])],
+        "body", [_vi("s_in", [4]), _vi("x_t", [4])], [_vi("s_out", [4]), _vi("y_t", [4])])
+    nodes = [helper.make_node("Constant", [], ["half"], value=numpy_helper.from_array(
+                 np.array(0.5, np.float32))),
+             helper.make_node("Scan", ["s0", "xs"], ["s", "ys"], body=body, num_scan_inputs=1)]
+    proto = _model(nodes, [_vi("s0", [4]), _vi("xs", [6, 4])], [_vi("s", [4]), _vi("ys", [6, 4])])
+    s0, xs = RNG.standard_normal(4).astype(np.float32), RNG.standard_normal((6, 4)).astype(
+        np.float32)
+    m = sonnx_io.load(proto)
+    _close(_ort(proto, s0, xs), [t.to_numpy() for t in m(s0, xs)])
+    scan = next(n for n in m.last_plan.nodes if n.type == "Scan").op
+    assert "Loop" in {n.type for n in scan.body.graph.nodes}
+    assert scan.body.memory.report()["workspace_peak_bytes"] > 0  # the Loop's, in the body
+    verify(scan.body.memory)
