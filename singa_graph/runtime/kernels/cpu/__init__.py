@@ -4,5 +4,6 @@ numpy ufunc / BLAS calls where a single compiled library routine already does th
 
 Importing this package registers every CPU kernel.
 """
-from . import (activation, attention, control, conv, dist, dropout, elementwise, layout, linalg,  # noqa: F401
+from . import (activation, attention, conv, dist, dropout, elementwise, layout, linalg,  # noqa: F401
                loss, norm, pool, recurrent, reduce, shape, update)
+from . import control  # noqa: F401  (If, Loop, Scan: run the plans of their bodies)

@@ -159,7 +159,8 @@ def _if_ws(op, ins, outs):
 
 @kernel("If", workspace=_if_ws)
 def if_(op, ins, outs, ws):
-    arena = carve(_or_empty(ws), ((max(op.then_body.arena_bytes, op.else_body.arena_bytes),), _U8))[0]
+    size = max(op.then_body.arena_bytes, op.else_body.arena_bytes)
+    arena = carve(_or_empty(ws), ((size,), _U8))[0]
     cond, outer = ins[0], list(ins[1:])
     device = _device()
     then_plan = _bind(op.then_body, arena, [*outer[:op.n_then], *outs], device)
