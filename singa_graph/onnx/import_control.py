@@ -1,8 +1,11 @@
 """ONNX -> singa_graph: If, Loop and Scan.
 
-A body (a GraphProto in the node's attributes) is traced on Placeholders into a graph of its
-own and planned by :func:`~singa_graph.passes.compile.plan_graph`; the outer values it reads
-become inputs of the control-flow op (see :mod:`singa_graph.ops.control`). Where a body can
+A body (a GraphProto in the node's attributes) is a :class:`Subprogram`: a Program whose
+extra inputs are the outer names it reads, traced by the same :meth:`Program.trace`. Traced on
+Placeholders, it becomes a graph of its own planned by
+:func:`~singa_graph.passes.compile.plan_graph`; the outer values it reads that the parent
+computes (and the trainable parameters it reads) become inputs of the control-flow op (see
+:mod:`singa_graph.ops.control`). Where a body can
 be given a static meaning only by knowing its values while building, it is traced inline
 instead: an If whose condition is known (or whose branches return sequences, optionals or
 shapes that differ), a Loop whose body needs the iteration number as a shape or index (a
@@ -39,7 +42,9 @@ def free_names(g) -> list[str]:
         reads = [x for x in node.input if x]
         for sub in subgraphs(node):
             reads += free_names(sub)
-        out += [x for x in reads if x not in defined and x not in out]
+        for x in reads:
+            if x not in defined and x not in out:
+                out.append(x)
         defined.update(o for o in node.output if o)
     return out
 
