@@ -46,6 +46,7 @@ def free_names(g) -> list[str]:
             if x not in defined and x not in out:
                 out.append(x)
         defined.update(o for o in node.output if o)
+    out += [o.name for o in g.output if o.name not in defined and o.name not in out]
     return out
 
 

@@ -312,3 +312,4 @@ def test_loop_nested_in_a_scan_body_matches_ort():
     assert "Loop" in {n.type for n in scan.body.graph.nodes}
     assert scan.body.memory.report()["workspace_peak_bytes"] > 0  # the Loop's, in the body
     verify(scan.body.memory)
+
