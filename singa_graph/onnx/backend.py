@@ -30,6 +30,40 @@ def _device(device):
     return device
 
 
+def _sources(program, name) -> set[str]:
+    """The fed inputs that the value ``name`` is computed from (a Loop's trip count computed
+    from float inputs: those inputs are then values known while building)."""
+    producer = {o: n for n in program.graph.node for o in n.output if o}
+    todo, seen, found = [name], set(), set()
+    while todo:
+        v = todo.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v in program.inputs:
+            found.add(v)
+        elif v in producer:
+            todo.extend(x for x in producer[v].input if x)
+    return found
+
+
+def _structured(x):
+    """A sequence input as a list of arrays, an empty optional as None."""
+    if x is None:
+        return None
+    if isinstance(x, (list, tuple)):
+        return [_structured(e) for e in x]
+    return x.to_numpy() if isinstance(x, Tensor) else np.asarray(x)
+
+
+def _fingerprint(x):
+    if x is None:
+        return None
+    if isinstance(x, list):
+        return ("seq",) + tuple(_fingerprint(e) for e in x)
+    return (x.shape, x.dtype.str, x.tobytes())
+
+
 class SingaRep(BackendRep):
     """A prepared model: ``run(inputs)`` returns the outputs as numpy arrays."""
 
@@ -38,7 +72,11 @@ class SingaRep(BackendRep):
         self.program = program
         self.device = _device(device)
         self.store = Initializers(self.device)
-        self._static: set[str] = set()
+        # sequence and optional inputs are values known while building (their lengths
+        # and presence decide the graph), so each one compiles a plan of its own
+        self._static: set[str] = {n for n in program.inputs if program.input_info[n].type.
+                                  WhichOneof("value") in ("sequence_type", "optional_type")}
+        self._structured = set(self._static)
         self._plans: dict = {}
 
     def _feeds(self, inputs) -> list[np.ndarray]:
@@ -51,24 +89,34 @@ class SingaRep(BackendRep):
         if isinstance(inputs, (np.ndarray, Tensor)):
             inputs = [inputs]
         inputs = list(inputs)
-        arrays = [x.to_numpy() if isinstance(x, Tensor) else np.asarray(x) for x in inputs]
-        self.program.check_inputs([a.shape for a in arrays])
+        arrays = [_structured(x) if n in self._structured else
+                  x.to_numpy() if isinstance(x, Tensor) else np.asarray(x)
+                  for n, x in zip(names, inputs)]
+        self.program.check_inputs([() if n in self._structured else a.shape
+                                   for n, a in zip(names, arrays)])
         return arrays
+
+    def _key(self, arrays):
+        return tuple(_fingerprint(a) if n in self._structured else
+                     (a.shape, a.dtype.str, a.tobytes() if n in self._static else None)
+                     for n, a in zip(self.program.inputs, arrays))
 
     def run(self, inputs, **kwargs):
         """Run the model on ``inputs`` (a list in input order, or a dict by name)."""
         arrays = self._feeds(inputs)
-        key = tuple((a.shape, a.dtype.str, a.tobytes() if n in self._static else None)
-                    for n, a in zip(self.program.inputs, arrays))
-        entry = self._plans.get(key)
+        entry = self._plans.get(self._key(arrays))
         if entry is None:
             entry = self._build(arrays)
-            key = tuple((a.shape, a.dtype.str, a.tobytes() if n in self._static else None)
-                        for n, a in zip(self.program.inputs, arrays))
-            self._plans[key] = entry
+            self._plans[self._key(arrays)] = entry
         plan, outs, dynamic = entry
         fetched = iter(plan.run([a for a, d in zip(arrays, dynamic) if d]) if plan else ())
-        return [next(fetched) if isinstance(o, Tensor) else o for o in outs]
+
+        def value(o):  # sequences are lists, empty optionals None
+            if isinstance(o, list):
+                return [value(e) for e in o]
+            return next(fetched) if isinstance(o, Tensor) else o
+
+        return [value(o) for o in outs]
 
     def _build(self, arrays):
         while True:
@@ -88,19 +136,31 @@ class SingaRep(BackendRep):
             except NeedsValue as e:
                 # inputs that decide shapes or attributes here are values known now
                 more = ({e.value_name} if e.value_name in self.program.inputs else
-                        {n for n, a in zip(self.program.inputs, arrays) if a.dtype.kind in "iub"})
+                        _sources(self.program, e.value_name) or
+                        {n for n, a in zip(self.program.inputs, arrays)
+                         if n not in self._structured and a.dtype.kind in "iub"})
                 if more <= self._static:
                     raise
                 self._static |= more
                 self.program.check_supported(self._static)
-        outs = [o.data if isinstance(o, Tensor) and o.creator is None and o.data is not None
-                else o for o in outs]
-        symbolic = [o for o in outs if isinstance(o, Tensor)]
+        def known(o):  # constants become arrays; sequences stay lists of their elements
+            if isinstance(o, list):
+                return [known(e) for e in o]
+            if isinstance(o, Tensor) and o.creator is None and o.data is not None:
+                return o.data
+            return o if isinstance(o, Tensor) or o is None else np.asarray(o)
+
+        def flat(o):
+            return [t for e in o for t in flat(e)] if isinstance(o, list) else \
+                [o] if isinstance(o, Tensor) else []
+
+        outs = [known(o) for o in outs]
+        symbolic = [t for o in outs for t in flat(o)]
         plan = None
         if symbolic:
             plan = _compile(Graph(symbolic, inputs=phs, name=self.program.graph.name),
                             fetches=symbolic, device=self.device)
-        return plan, [o if isinstance(o, Tensor) else np.asarray(o) for o in outs], dynamic
+        return plan, outs, dynamic
 
 
 class SingaBackend(Backend):

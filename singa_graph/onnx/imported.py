@@ -11,6 +11,7 @@ from . import (import_activation, import_attention, import_index,  # noqa: F401
                import_logic, import_loss, import_math, import_nn, import_norm, import_rnn,
                import_shape, import_transformer)  # (fill the tables)
 from .program import Program, read_model
+from . import import_control, import_sequence  # noqa: F401,E402  (If/Loop/Scan, sequences)
 
 
 class Initializers(layer.Layer):

@@ -27,10 +27,15 @@ from .registry import find_importer
 
 # Ops whose output is known at trace time whatever their inputs are.
 STATIC_OUTPUT = {"Shape", "Size"}
-# Ops never folded even with constant inputs: they draw random numbers.
+# Ops never folded even with constant inputs: they draw random numbers, read outer names
+# or build sequences and optionals.
 RANDOM = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike",
           "Bernoulli", "Multinomial", "Dropout",
-          "If", "Loop", "Scan", "SequenceMap"}  # control flow reads outer names
+          "If", "Loop", "Scan", "SequenceMap",  # control flow reads outer names
+          # sequences and optionals are lists and None while tracing (import_sequence.py)
+          "SequenceEmpty", "SequenceConstruct", "SequenceLength", "SequenceAt",
+          "SequenceInsert", "SequenceErase", "ConcatFromSequence", "SplitToSequence",
+          "Optional", "OptionalHasElement", "OptionalGetElement"}
 
 
 class NeedsValue(GraphError):
@@ -163,25 +168,23 @@ class Program:
         """Indices of the nodes whose outputs are known while tracing."""
         known = set(static_inputs) | {k for k, v in self.initializers.items()
                                       if v.dtype.kind not in "fc"}
-        out = set()
-        for i, n in enumerate(self.graph.node):
-            ins = [x for x in n.input if x]
-            if n.op_type in STATIC_OUTPUT or (
-                    n.op_type not in RANDOM and (ins or n.op_type == "Constant")
-                    and all(x in known for x in ins)):
-                out.add(i)
-                known.update(o for o in n.output if o)
-        return out
+        return _static_nodes(self.graph.node, known)
 
     def check_supported(self, static_inputs=()) -> None:
         """Raise UnsupportedOpError naming every op type of the model we cannot import."""
         static = self.static_nodes(static_inputs)
         missing: Counter = Counter()
-        for i, n in enumerate(self.graph.node):
-            if n.domain not in ("", "ai.onnx"):
-                missing[f"{n.domain}.{n.op_type}"] += 1
-            elif i not in static and find_importer(n.op_type, self.opset) is None:
-                missing[n.op_type] += 1
+
+        def check(nodes, static):
+            for i, n in enumerate(nodes):
+                if n.domain not in ("", "ai.onnx"):
+                    missing[f"{n.domain}.{n.op_type}"] += 1
+                elif i not in static and find_importer(n.op_type, self.opset) is None:
+                    missing[n.op_type] += 1
+                for g in subgraphs(n):  # bodies: their constant parts fold too
+                    check(g.node, _static_nodes(g.node, {t.name for t in g.initializer}))
+
+        check(self.graph.node, static)
         if missing:
             listed = ", ".join(f"{k} (x{v})" if v > 1 else k for k, v in sorted(missing.items()))
             raise UnsupportedOpError(f"the model uses {len(missing)} op type(s) that "
@@ -295,6 +298,30 @@ class Program:
             why = f"cannot evaluate constant node {proto.name!r} ({proto.op_type}): {e}"
             raise (_NotFolded if can_run else UnsupportedOpError)(why) from None
         return [np.asarray(o) for o in out]
+
+
+def _static_nodes(nodes, known) -> set[int]:
+    """Indices of ``nodes`` whose outputs are known while tracing, given the names
+    ``known`` now (grown in place)."""
+    out = set()
+    for i, n in enumerate(nodes):
+        ins = [x for x in n.input if x]
+        if n.op_type in STATIC_OUTPUT or (
+                n.op_type not in RANDOM and (ins or n.op_type == "Constant")
+                and all(x in known for x in ins)):
+            out.add(i)
+            known.update(o for o in n.output if o)
+    return out
+
+
+def subgraphs(proto):
+    """The GraphProtos held in the attributes of node ``proto`` (If's branches, Loop's and
+    Scan's bodies)."""
+    for a in proto.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            yield a.g
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            yield from a.graphs
 
 
 class NodeView:

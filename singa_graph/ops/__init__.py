@@ -3,6 +3,7 @@ wrapper. Importing this package registers every op in :data:`singa_graph.ir.op.O
 from .activation import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
+from . import control  # noqa: F401  (If, Loop, Scan)
 from .dist import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .fused import FusedElementwise  # noqa: F401

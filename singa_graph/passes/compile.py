@@ -75,11 +75,28 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
             BatchNorms into convolutions, fuse convolution epilogues) before ``fuse``.
             None (the default) runs them when the graph computes no gradient and writes no
             state; training plans keep their BatchNorms. Needs ``fuse``.
+        memory_budget: bytes (or ``"64MiB"``, ``"50%"`` of the unbudgeted arena) that the
+            arena, workspace included, must fit; values are recomputed to meet it
+            (:mod:`.remat`), or :class:`~singa_graph.errors.MemoryBudgetError` names the
+            smallest feasible budget.
+        remat: the recomputation search: ``'auto'``, ``'milp'``, ``'dtr'`` or ``'chen'``
+            (Chen et al.'s sqrt(n) checkpoints, applied even without a budget).
 
     Plans run under the process-wide thread policy of :mod:`singa_graph.runtime.threads`.
     """
     from ..runtime.plan import ExecutionPlan
 
+    with gc_paused():
+        memory, device = plan_graph(graph, schedule, device, inplace, validate, fuse, inference,
+                                    memory_budget, remat)
+        return ExecutionPlan(graph, memory, fetches=fetches, device=device, poison=poison)
+
+
+def plan_graph(graph, schedule: str = "memory", device=None, inplace: bool = True,
+               validate: bool = True, fuse: bool = True, inference: bool | None = None,
+               memory_budget=None, remat: str = "auto"):
+    """:func:`compile` up to the memory plan, without binding: ``(MemoryPlan, device)``.
+    Control-flow ops plan their bodies so and bind them into their own workspace."""
     with gc_paused():
         if validate:
             graph.validate()
@@ -97,7 +114,7 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
         if memory_budget is not None or remat == "chen":
             memory = _budgeted(graph, order, memory, memory_budget, remat, schedule, inplace,
                                kind)
-        return ExecutionPlan(graph, memory, fetches=fetches, device=device, poison=poison)
+        return memory, device
 
 
 def _budgeted(graph, order, memory, budget, method, schedule, inplace, kind):

@@ -31,7 +31,12 @@ class ExecutionPlan:
         fetches: the tensors ``run`` returns.
     """
 
-    def __init__(self, graph, memory, fetches=None, device=None, poison: bool = False):
+    def __init__(self, graph, memory, fetches=None, device=None, poison: bool = False,
+                 arena=None, preset=None):
+        """``arena`` and ``preset`` bind the plan into memory its caller owns (the body of a
+        control-flow op runs in that op's workspace): ``arena`` is a byte array of at least
+        ``memory.arena_bytes``, and ``preset`` maps ``id(tensor)`` of persistent tensors
+        (inputs, outputs) to the arrays they are bound to instead of buffers of their own."""
         self.graph = graph
         self.memory = memory
         self.inputs = list(graph.inputs)
@@ -42,7 +47,12 @@ class ExecutionPlan:
         self.last_profile = None  # the most recent profile(), shown by viz.dump
         dev = self.device
         kind = dev.kind
-        self.arena = dev.arena(memory.arena_bytes)
+        if arena is not None and arena.nbytes < memory.arena_bytes:
+            raise GraphError(f"an arena of {arena.nbytes} bytes cannot hold this plan's "
+                             f"{memory.arena_bytes}")
+        self.arena = dev.arena(memory.arena_bytes) if arena is None else \
+            arena[:memory.arena_bytes]
+        self._preset = dict(preset or {})
         self._owned_bytes = 0  # persistent buffers this plan allocated itself
         # a plan that writes state (updates, running statistics) refuses empty batches: it
         # would move parameters on no data
@@ -92,7 +102,13 @@ class ExecutionPlan:
         arrays: dict = {}
         for g, root, members in groups.members():
             if groups.persistent(g):
-                base = root.data
+                bound = [self._preset[id(t)] for t in members if id(t) in self._preset]
+                if len(bound) > 1:
+                    raise GraphError(f"{len(bound)} preset arrays for the storage of "
+                                     f"{root.name}, which one buffer holds")
+                base = bound[0] if bound else root.data
+                if bound and base.shape != root.shape:
+                    base = base.reshape(root.shape)
                 if base is None:
                     base = dev.zeros(root.shape, root.dtype)
                     self._owned_bytes += root.nbytes
@@ -117,7 +133,9 @@ class ExecutionPlan:
                 for t in members:
                     arrays[id(t)] = region[:t.nbytes].view(t.dtype).reshape(t.shape)
         for t in self.graph.inputs:  # an input no node reads still takes (and ignores) a feed
-            if id(t) not in arrays:
+            if id(t) in self._preset:
+                arrays[id(t)] = self._preset[id(t)]
+            elif id(t) not in arrays:
                 arrays[id(t)] = dev.zeros(t.shape, t.dtype)
                 self._owned_bytes += t.nbytes
         return arrays
@@ -212,6 +230,13 @@ class ExecutionPlan:
                 self.device.fill(self.arena, 0xFF)  # all-ones bytes: NaN in float32/64
             self._run_steps(self._poisoned_steps() if self.poison else self.steps)
             return self._fetch()
+
+    def run_bound(self) -> None:
+        """Run every step on the values already in the bound input arrays, leaving the
+        results in the bound output arrays: no feed checks, copies or locking (what a
+        control-flow op calls for its body, whose arrays it bound with ``preset``)."""
+        for step in self.steps:
+            step()
 
     def _run_steps(self, steps) -> None:
         i = 0

@@ -46,7 +46,9 @@ EXCLUDED = {
                                         "running statistics as outputs",
     r"^test_div_int32_trunc|^test_center_crop_pad_.*_expanded":
         "integer Div: the op library divides floats only",
-    r"^test_identity_(opt|sequence)": "optional and sequence types",
+    r"^test_loop16_seq_none": "onnx's runner cannot compare a sequence holding a 0-d tensor "
+                              "(it calls len() on it); tests/onnx/test_control_flow.py checks "
+                              "this model against onnx.reference",
     r"^test_maxpool_with_argmax": "MaxPool's Indices output",
     r"^test_reshape_allowzero": "Reshape allowzero=1 with a 0 in the shape",
     r"^test_scatter_elements_with_(duplicate_indices|reduction)":

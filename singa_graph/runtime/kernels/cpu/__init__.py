@@ -6,3 +6,4 @@ Importing this package registers every CPU kernel.
 """
 from . import (activation, attention, conv, dist, dropout, elementwise, layout, linalg,  # noqa: F401
                loss, norm, pool, recurrent, reduce, shape, update)
+from . import control  # noqa: F401  (If, Loop, Scan: run the plans of their bodies)
