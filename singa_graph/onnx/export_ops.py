@@ -174,10 +174,16 @@ def add_bias(ctx, node):
 
 
 def shape_const(ctx, x, shape):
-    """A Reshape target for ``x``; with a symbolic batch the batch entry becomes 0 (copy)."""
+    """A Reshape target for ``x``; with a symbolic batch the batch entry becomes 0 (copy),
+    and a leading axis that merges or splits the batch with the axes after it (``(N, s, e)
+    <-> (N * s, e)``, as position-wise projections reshape) becomes -1."""
     shape = [int(s) for s in shape]
-    if ctx.dynamic_batch and shape and x.shape and shape[0] == x.shape[0] == ctx.batch:
-        shape[0] = 0
+    if ctx.dynamic_batch and shape and x.shape:
+        if shape[0] == x.shape[0] == ctx.batch:
+            shape[0] = 0
+        elif ctx.batch and ctx.batch > 1 and not (x.shape[0] % ctx.batch
+                                                  or shape[0] % ctx.batch):
+            shape[0] = -1
     return ctx.const(np.array(shape, np.int64))
 
 
