@@ -45,3 +45,16 @@ def test_float32_gelu_and_gradient_match_float64(approximate):
     dwant = ops.ActivationGrad(op)(d64t, x64t)[0].to_numpy()
     np.testing.assert_allclose(y, want, rtol=2e-6, atol=2e-6)
     np.testing.assert_allclose(dx, dwant, rtol=2e-6, atol=2e-6)
+
+
+def test_gradient_written_over_dy_equals_the_separate_one():
+    from singa_graph.runtime.kernels.cpu.elementwise import formula_kernel
+
+    x = np.random.default_rng(2).standard_normal((64, 33)).astype(np.float32)
+    d = np.random.default_rng(3).standard_normal((64, 33)).astype(np.float32)
+    op = ops.ActivationGrad(ops.Gelu())
+    y = np.empty_like(x)
+    formula_kernel(op, [d, x], [y])()
+    inplace = d.copy()
+    formula_kernel(op, [inplace, x], [inplace])()
+    assert np.array_equal(inplace, y)
