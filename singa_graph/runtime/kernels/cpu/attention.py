@@ -7,11 +7,15 @@ slice two (forward) or five (backward) single-threaded BLAS GEMMs on strided vie
 fused, max-shifted softmax pass over the block. The chunk count does not depend on the
 thread count, so the workspace and the results are the same on every machine.
 """
+import math
+
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
 from ...registry import carve, carved_bytes, kernel
 from .blas import HANDLE, gemm
+from . import vecmath
 from .loops import loops, pick
 
 PARTS = 16
@@ -96,30 +100,89 @@ def layer_norm_grad(op, ins, outs):
 
 
 # ---------------------------------------------------------------------- attention
-@njit(cache=True, nogil=True)
-def _score(row, r, b, h, mask, kind, causal, scale):
-    """Scale row ``r`` of the scores in place, add or apply the mask and the causal cut;
-    returns the row's maximum."""
+def _exp(x):
+    return math.exp(x)
+
+
+@overload(_exp, inline="always")
+def _exp_overload(x):
+    """float32: the vectorisable :func:`.vecmath.expf` (libm's expf is a scalar call per
+    score, most of the softmax's time); float64: libm's exp."""
+    if x == types.float32:
+        return lambda x: vecmath.expf(x)
+    return lambda x: math.exp(x)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _score(row, r, b, h, mask, kind, lim, scale):
+    """Scale ``row[:lim]`` of the scores in place and add or apply the mask; returns the
+    maximum. (Keys from ``lim`` on are cut by ``causal``.)"""
     ninf = -np.inf
+    if kind == 0:  # one vectorised pass, then the maximum in four independent lanes
+        sc = row.dtype.type(scale)
+        for c in range(lim):
+            row[c] *= sc
+        m0 = m1 = m2 = m3 = ninf
+        c = 0
+        while c + 4 <= lim:
+            m0 = max(m0, row[c])
+            m1 = max(m1, row[c + 1])
+            m2 = max(m2, row[c + 2])
+            m3 = max(m3, row[c + 3])
+            c += 4
+        while c < lim:
+            m0 = max(m0, row[c])
+            c += 1
+        return max(max(m0, m1), max(m2, m3))
     m = ninf
-    for c in range(row.shape[0]):
+    for c in range(lim):
         s = row[c] * scale
         if kind == 1:
             s += mask[b % mask.shape[0], h % mask.shape[1], r % mask.shape[2],
                       c % mask.shape[3]]
-        elif kind == 2 and not mask[b % mask.shape[0], h % mask.shape[1],
-                                    r % mask.shape[2], c % mask.shape[3]]:
-            s = ninf
-        if causal and c > r:
+        elif not mask[b % mask.shape[0], h % mask.shape[1], r % mask.shape[2],
+                      c % mask.shape[3]]:
             s = ninf
         row[c] = s
         m = max(m, s)
     return m
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _exp_shift(row, lim, shift):
+    """``row[:lim] = exp(row[:lim] - shift)`` (a loop LLVM vectorises: no division check, one
+    array), ``row[lim:] = 0``; returns the sum of the exponentials, accumulated in float64
+    in four lanes."""
+    sh = row.dtype.type(shift)  # float32 rows subtract and exponentiate in float32
+    for c in range(lim):
+        row[c] = _exp(row[c] - sh)
+    for c in range(lim, row.shape[0]):
+        row[c] = 0
+    t0 = t1 = t2 = t3 = 0.0
+    c = 0
+    while c + 4 <= lim:
+        t0 += row[c]
+        t1 += row[c + 1]
+        t2 += row[c + 2]
+        t3 += row[c + 3]
+        c += 4
+    while c < lim:
+        t0 += row[c]
+        c += 1
+    return (t0 + t1) + (t2 + t3)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _softmax_grad(p, dp, lim, d, scale):
+    """``p[:lim] = p * (dp - d) * scale``: the scores' gradient over the probabilities."""
+    for c in range(lim):
+        p[c] = p[c] * (dp[c] - d) * scale
+
+
 @loops
 def _ATT_FWD(q, k, v, mask, kind, causal, scale, out, lse, ws, parts, blas):
     nb, nh, sq, _ = q.shape
+    sk = k.shape[2]
     n = nb * nh
     for p in prange(parts):
         s = ws[p]
@@ -127,15 +190,12 @@ def _ATT_FWD(q, k, v, mask, kind, causal, scale, out, lse, ws, parts, blas):
             b, h = i // nh, i % nh
             gemm(q[b, h], k[b, h].T, s, 0.0, blas)
             for r in range(sq):
+                lim = min(r + 1, sk) if causal else sk
+                m = _score(s[r], r, b, h, mask, kind, lim, scale)
+                tot = _exp_shift(s[r], lim, m)
+                inv = s.dtype.type(1.0 / tot)
                 row = s[r]
-                m = _score(row, r, b, h, mask, kind, causal, scale)
-                tot = 0.0
-                for c in range(row.shape[0]):
-                    e = np.exp(row[c] - m)
-                    row[c] = e
-                    tot += e
-                inv = 1.0 / tot
-                for c in range(row.shape[0]):
+                for c in range(lim):
                     row[c] *= inv
                 lse[b, h, r] = m + np.log(tot)
             gemm(s, v[b, h], out[b, h], 0.0, blas)
@@ -144,6 +204,7 @@ def _ATT_FWD(q, k, v, mask, kind, causal, scale, out, lse, ws, parts, blas):
 @loops
 def _ATT_BWD(dout, q, k, v, out, lse, mask, kind, causal, scale, dq, dk, dv, ws, parts, blas):
     nb, nh, sq, _ = q.shape
+    sk = k.shape[2]
     n = nb * nh
     for p in prange(parts):
         s, dp = ws[p, 0], ws[p, 1]
@@ -151,20 +212,18 @@ def _ATT_BWD(dout, q, k, v, out, lse, mask, kind, causal, scale, dq, dk, dv, ws,
             b, h = i // nh, i % nh
             gemm(q[b, h], k[b, h].T, s, 0.0, blas)
             for r in range(sq):
-                row = s[r]
-                _score(row, r, b, h, mask, kind, causal, scale)
-                l = lse[b, h, r]
-                for c in range(row.shape[0]):
-                    row[c] = np.exp(row[c] - l)
+                lim = min(r + 1, sk) if causal else sk
+                _score(s[r], r, b, h, mask, kind, lim, scale)
+                _exp_shift(s[r], lim, lse[b, h, r])
             gemm(s.T, dout[b, h], dv[b, h], 0.0, blas)
             gemm(dout[b, h], v[b, h].T, dp, 0.0, blas)
             do, o = dout[b, h], out[b, h]
             for r in range(sq):
+                lim = min(r + 1, sk) if causal else sk
                 d = 0.0  # rowsum(dout * out) = rowsum(P * dP)
                 for j in range(do.shape[1]):
                     d += np.float64(do[r, j]) * o[r, j]
-                for c in range(s.shape[1]):
-                    s[r, c] = s[r, c] * (dp[r, c] - d) * scale
+                _softmax_grad(s[r], dp[r], lim, s.dtype.type(d), s.dtype.type(scale))
             gemm(s, k[b, h], dq[b, h], 0.0, blas)
             gemm(s.T, q[b, h], dk[b, h], 0.0, blas)
 
