@@ -23,55 +23,90 @@ _NO_MASK = np.zeros((1, 1, 1, 1), np.float32)  # read-only stand-in when there i
 
 
 # ---------------------------------------------------------------------- layer norm
+@njit(cache=True, nogil=True, inline="always")
+def _sum(v, shift):
+    """``sum(v - shift)`` and ``sum((v - shift)**2)`` in float64, four lanes each (one
+    chain of dependent additions would wait on every add's latency)."""
+    s0 = s1 = s2 = s3 = 0.0
+    q0 = q1 = q2 = q3 = 0.0
+    n = v.shape[0]
+    j = 0
+    while j + 4 <= n:
+        d0, d1 = np.float64(v[j]) - shift, np.float64(v[j + 1]) - shift
+        d2, d3 = np.float64(v[j + 2]) - shift, np.float64(v[j + 3]) - shift
+        s0 += d0
+        s1 += d1
+        s2 += d2
+        s3 += d3
+        q0 += d0 * d0
+        q1 += d1 * d1
+        q2 += d2 * d2
+        q3 += d3 * d3
+        j += 4
+    while j < n:
+        d0 = np.float64(v[j]) - shift
+        s0 += d0
+        q0 += d0 * d0
+        j += 1
+    return (s0 + s1) + (s2 + s3), (q0 + q1) + (q2 + q3)
+
+
 @loops
 def _LN_FWD(x, scale, bias, y, mean, rstd, eps):
     m, n = x.shape
     for i in prange(m):
-        s = 0.0
-        for j in range(n):
-            s += x[i, j]
-        mu = s / n
-        s2 = 0.0
-        for j in range(n):
-            d = x[i, j] - mu
-            s2 += d * d
-        r = 1.0 / np.sqrt(s2 / n + eps)
+        mu = _sum(x[i], 0.0)[0] / n
+        s, s2 = _sum(x[i], mu)  # two passes: var of the centred values, no cancellation
+        mu += s / n
+        r = 1.0 / np.sqrt(max(s2 / n - (s / n) ** 2, 0.0) + eps)
         for j in range(n):
             y[i, j] = (x[i, j] - mu) * r * scale[j] + bias[j]
         mean[i] = mu
         rstd[i] = r
 
 
-@loops
-def _LN_DX(dy, x, scale, mean, rstd, dx):
-    m, n = x.shape
-    for i in prange(m):
-        mu, r = np.float64(mean[i]), np.float64(rstd[i])
-        a = 0.0  # sum(g), g = dy * scale
-        b = 0.0  # sum(g * xhat)
-        for j in range(n):
-            g = np.float64(dy[i, j]) * scale[j]
-            a += g
-            b += g * (x[i, j] - mu) * r
-        a /= n
-        b /= n
-        for j in range(n):
-            xh = (x[i, j] - mu) * r
-            dx[i, j] = r * (np.float64(dy[i, j]) * scale[j] - a - xh * b)
+LN_PARTS = 16  # row blocks of the backward, each summing its own dscale/dbias partials
 
 
 @loops
-def _LN_DPARAM(dy, x, mean, rstd, dscale, dbias):
+def _LN_BWD(dy, x, scale, mean, rstd, dx, dscale, dbias, acc, parts):
+    """dx row by row; dscale and dbias summed per block of rows into ``acc`` (float64,
+    ``(parts, 3, n)``), then over the blocks in order: the same sums on any thread count."""
     m, n = x.shape
-    for j in prange(n):
+    for p in prange(parts):
+        ds, db, t = acc[p, 0], acc[p, 1], acc[p, 2]
+        ds[:] = 0.0
+        db[:] = 0.0
+        for i in range(p * m // parts, (p + 1) * m // parts):
+            mu, r = np.float64(mean[i]), np.float64(rstd[i])
+            for j in range(n):  # vectorised: xhat, g = dy * scale, the parameter sums
+                g = np.float64(dy[i, j])
+                xh = (x[i, j] - mu) * r
+                ds[j] += g * xh
+                db[j] += g
+                t[j] = g * scale[j]
+            a0 = a1 = b0 = b1 = 0.0  # sum(g), sum(g * xhat) in two lanes each
+            j = 0
+            while j + 2 <= n:
+                a0 += t[j]
+                a1 += t[j + 1]
+                b0 += t[j] * ((x[i, j] - mu) * r)
+                b1 += t[j + 1] * ((x[i, j + 1] - mu) * r)
+                j += 2
+            if j < n:
+                a0 += t[j]
+                b0 += t[j] * ((x[i, j] - mu) * r)
+            a, b = (a0 + a1) / n, (b0 + b1) / n
+            for j in range(n):
+                dx[i, j] = r * (t[j] - a - (x[i, j] - mu) * r * b)
+    for j in range(n):
         s = 0.0
-        sx = 0.0
-        for i in range(m):
-            g = np.float64(dy[i, j])
-            s += g
-            sx += g * (x[i, j] - mean[i]) * rstd[i]
-        dscale[j] = sx
-        dbias[j] = s
+        sb = 0.0
+        for p in range(parts):
+            s += acc[p, 0, j]
+            sb += acc[p, 1, j]
+        dscale[j] = s
+        dbias[j] = sb
 
 
 def _rows(a, axis):
@@ -86,17 +121,25 @@ def layer_norm(op, ins, outs):
     return lambda: fn(x, scale, bias, y, mean, rstd, op.eps)
 
 
-@kernel("LayerNormGrad")
-def layer_norm_grad(op, ins, outs):
+def _ln_grad_geometry(op, ins):
+    x = _rows(ins[1], op.axis)
+    return min(LN_PARTS, max(x.shape[0], 1)), x.shape[1]
+
+
+def layer_norm_grad_workspace(op, ins, outs):
+    parts, n = _ln_grad_geometry(op, ins)
+    return carved_bytes(((parts, 3, n), np.float64))
+
+
+@kernel("LayerNormGrad", workspace=layer_norm_grad_workspace)
+def layer_norm_grad(op, ins, outs, ws):
     dy, x = _rows(ins[0], op.axis), _rows(ins[1], op.axis)
     scale, mean, rstd = (a.reshape(-1) for a in ins[2:])
     dx, ds, db = _rows(outs[0], op.axis), outs[1].reshape(-1), outs[2].reshape(-1)
-    fdx, fdp = pick(_LN_DX, x.size), pick(_LN_DPARAM, x.size)
-
-    def step():
-        fdx(dy, x, scale, mean, rstd, dx)
-        fdp(dy, x, mean, rstd, ds, db)
-    return step
+    parts, n = _ln_grad_geometry(op, ins)
+    (acc,) = carve(ws, ((parts, 3, n), np.float64))
+    fn = pick(_LN_BWD, x.size)
+    return lambda: fn(dy, x, scale, mean, rstd, dx, ds, db, acc, parts)
 
 
 # ---------------------------------------------------------------------- attention
