@@ -9,6 +9,7 @@ from .fuse import fuse as _fuse
 from .inference import is_inference_graph, optimize_for_inference
 from .liveness import StorageGroups
 from .memory import plan_memory
+from .recompute import recompute_cheap
 from .schedule import schedule as _schedule
 
 _gc_lock = threading.Lock()
@@ -58,7 +59,7 @@ def _promote_all() -> None:
 
 def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: bool = False,
             inplace: bool = True, validate: bool = True, fuse: bool = True,
-            inference: bool | None = None):
+            inference: bool | None = None, recompute: bool = True):
     """Schedule ``graph``, plan its memory and bind kernels.
 
     Args:
@@ -75,6 +76,8 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
             BatchNorms into convolutions, fuse convolution epilogues) before ``fuse``.
             None (the default) runs them when the graph computes no gradient and writes no
             state; training plans keep their BatchNorms. Needs ``fuse``.
+        recompute: with ``fetches``, let the backward recompute cheap elementwise results
+            whose input it keeps anyway, rather than keep them too (:mod:`.recompute`).
 
     Plans run under the process-wide thread policy of :mod:`singa_graph.runtime.threads`.
     """
@@ -83,8 +86,11 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
     with gc_paused():
         if validate:
             graph.validate()
+        infer_only = inference or (inference is None and is_inference_graph(graph))
+        if recompute and fetches is not None and not infer_only:
+            recompute_cheap(graph, fetches)
         if fuse:
-            if inference or (inference is None and is_inference_graph(graph)):
+            if infer_only:
                 optimize_for_inference(graph)
             _fuse(graph)
         base = StorageGroups(graph)  # aliases and persistence: shared by schedule and plan
