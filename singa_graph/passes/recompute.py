@@ -22,6 +22,7 @@ from ..ir import node as _node
 from ..ir.node import Node
 from ..ir.tensor import Tensor
 from ..ops import formulas
+from .memory import _ancestors
 
 
 #: ops besides one-input elementwise formulas that are cheap to run again: one pass over
@@ -34,18 +35,6 @@ def _cheap(node) -> bool:
         return True
     return (len(node.inputs) == 1 and len(node.outputs) == 1
             and formulas.formula_of(node.op) is not None)
-
-
-def _ancestors(tensors) -> set[int]:
-    """Ids of the nodes that ``tensors`` depend on."""
-    seen: set[int] = set()
-    stack = [t.creator for t in tensors if t.creator is not None]
-    while stack:
-        n = stack.pop()
-        if n.id not in seen:
-            seen.add(n.id)
-            stack.extend(x.creator for x in n.inputs if x.creator is not None)
-    return seen
 
 
 def recompute_cheap(graph, fetches) -> int:
