@@ -117,6 +117,7 @@ def _facts(view: View) -> str:
              ("lower bound", human_bytes(view.lower_bound)),
              ("no reuse", human_bytes(r.get("no_reuse_bytes", 0))),
              ("persistent", human_bytes(r.get("persistent_bytes", 0))),
+             ("kept for backward", human_bytes(r.get("kept_for_backward_bytes", 0))),
              ("in-place ops", str(r.get("inplace_ops", 0)))]
     return "<p class='facts'>" + "".join(f"<span><b>{k}</b> {v}</span>" for k, v in items) + \
         "</p>"
