@@ -1,9 +1,10 @@
 """Recompute cheap elementwise results for the backward instead of keeping them.
 
 A training graph keeps every forward result that a backward node reads alive from the
-forward to the backward. For ``y = f(x)`` with ``f`` elementwise and one input (or a LayerNorm),
-where the backward also reads ``x`` (so ``x`` stays alive anyway), keeping ``y`` as well
-buys one pass over ``x`` at the price of ``y``'s bytes across the whole backward in between.
+forward to the backward. For ``y = f(x)`` with ``f`` elementwise and one input (or a
+LayerNorm), where the backward also reads ``x`` (so ``x`` stays alive anyway), keeping ``y``
+as well buys one pass over ``x`` at the price of ``y``'s bytes across the whole backward in
+between.
 In a transformer: GELU's output (4x the model width) is read by the second projection's
 weight gradient, its input by GELU's own gradient; a LayerNorm's output by the next
 projections' weight gradients, its input by its own gradient. Recomputing both takes a
