@@ -11,6 +11,8 @@ Below opset 23 the op is written as its composition: MatMul of q and k transpose
 the scale, the mask added (a floating mask) or applied with Where (a boolean one), a
 constant ``-inf`` upper triangle added for ``causal``, Softmax over the last axis, MatMul by v.
 The saved logsumexp (only where read) is ReduceLogSumExp of the same masked scores.
+A query whose keys are all masked gives NaN here and in the composition, zeros in ONNX's
+Attention.
 """
 from __future__ import annotations
 
