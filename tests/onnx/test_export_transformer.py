@@ -141,7 +141,7 @@ def test_gpt_example_exports_after_training(opset, tied):
         m(ids, np.roll(ids, -1, 1).reshape(-1))
     m.eval()
     ours = m(ids).to_numpy()
-    proto = sonnx_io.export(m, opset=opset)
+    proto = sonnx_io.export(m, opset=opset, dynamic_batch=True)
     types = _check(proto, opset, "LayerNormalization", "Gather")
     assert ("Attention" in types) == (opset >= 23)
     (theirs,) = _ort(proto, ids)
@@ -149,3 +149,6 @@ def test_gpt_example_exports_after_training(opset, tied):
     # onnx's own reference evaluator agrees too (an implementation independent of ORT's)
     (ref,) = ReferenceEvaluator(proto).run(None, {proto.graph.input[0].name: ids})
     np.testing.assert_allclose(ref, ours, rtol=1e-4, atol=1e-4)
+    more = np.concatenate([ids, ids[:2]])  # the symbolic batch: 6 sequences
+    (t6,) = _ort(proto, more)
+    np.testing.assert_allclose(t6, m(more).to_numpy(), rtol=1e-4, atol=1e-4)
