@@ -1,6 +1,6 @@
 """Training-step time and memory of singa_graph against PyTorch eager on the CPU.
 
-Three models, each a full training step (forward, softmax cross-entropy, backward, SGD with
+Four models, each a full training step (forward, softmax cross-entropy, backward, SGD with
 momentum 0.9 on every parameter):
 
     MLP     784-256-256-10, batch 64                        (zoo.MLP)
@@ -24,7 +24,10 @@ load hits all of them alike. Each process warms up (graph mode: trace, compile a
 steps), then times ``--steps`` steps; a step is the wall-clock time of one ``model(x, y)``
 call (torch: ``zero_grad(set_to_none=True)``, forward, loss, backward, ``step()``). The
 figure is the MEDIAN over all timed steps of all rounds, with the spread of the per-round
-medians next to it. PyTorch gets as many intra-op threads as Numba has.
+medians next to it. PyTorch gets as many intra-op threads as Numba has. ``cpu ms`` is the
+median process CPU time of a step (all threads): on a shared machine it moves less with the
+load than wall-clock time, but it counts the time threads spin waiting for each other, so
+it compares work best with one thread (``NUMBA_NUM_THREADS=1``).
 
 Memory (MiB = 2**20 bytes):
 
@@ -131,7 +134,14 @@ def worker(fw: str, name: str, steps: int, warmup: int, memory: bool, profile: b
     t0 = time.perf_counter()
     out["first_loss"] = loss()
     out["first_step_s"] = time.perf_counter() - t0
-    out["times"] = alternate.time_calls(step, steps, max(0, warmup - 1))
+    cpu = []
+
+    def timed():  # the process's CPU time too (all its threads; see the module docstring)
+        c0 = time.process_time()
+        step()
+        cpu.append(time.process_time() - c0)
+    out["times"] = alternate.time_calls(timed, steps, max(0, warmup - 1))
+    out["cpu"] = cpu[-steps:]
     if memory and fw == "torch":
         peak, how = r.step_peak_bytes()
         out["memory"] = {"transient": peak, "persistent": r.persistent_bytes(), "how": how}
@@ -163,11 +173,13 @@ def bench_model(name, args, frameworks) -> dict:
     results = alternate.alternate(
         frameworks, args.rounds, lambda fw, r: _spawn(fw, name, args, memory=(r == 0)),
         pause=args.pause)
-    print(f"  {'framework':<19}{'median ms':>10}{'round medians':>24}{'1st step ms':>13}"
+    print(f"  {'framework':<19}{'median ms':>10}{'cpu ms':>8}{'round medians':>24}"
+          f"{'1st step ms':>13}"
           f"{'transient':>11}{'plan total':>11}{'persist':>9}  memory source")
-    med = {}
+    med, cpu = {}, {}
     for fw, runs in results.items():
         med[fw] = alternate.median_ms(runs)
+        cpu[fw] = alternate.median_ms(runs, "cpu")
         rounds = " ".join(f"{np.median(o['times']) * 1e3:.1f}" for o in runs)
         mem = runs[0].get("memory", {})
         how = {"plan": "memory_report(): arena (workspace incl.) / arena + plan-created "
@@ -178,14 +190,15 @@ def bench_model(name, args, frameworks) -> dict:
                                "params+momentum+BN stats+batch",
                "estimate": "ESTIMATE: saved-for-backward + grads"}.get(mem.get("how"),
                                                                      "not measured")
-        print(f"  {LABEL[fw]:<19}{med[fw]:>10.2f}{rounds:>24}"
+        print(f"  {LABEL[fw]:<19}{med[fw]:>10.2f}{cpu[fw]:>8.1f}{rounds:>24}"
               f"{runs[0]['first_step_s'] * 1e3:>13.1f}{_mib(mem.get('transient'))}"
               f"{_mib(mem.get('plan'))}{_mib(mem.get('persistent'), 9)}  {how}")
     if "torch" in med:
         g, t = med["graph"], med["torch"]
         tr = results["torch"][0]["memory"]["transient"]
         gm = results["graph"][0]["memory"]
-        print(f"  ratios: graph / torch = {g / t:.2f}, eager / torch = {med['eager'] / t:.2f}; "
+        print(f"  ratios: graph / torch = {g / t:.2f}, eager / torch = {med['eager'] / t:.2f}, "
+              f"graph / torch CPU time = {cpu['graph'] / cpu['torch']:.2f}; "
               f"transient (arena) / torch step peak = {gm['transient'] / tr:.2f}; "
               f"plan total / torch step peak = {gm['plan'] / tr:.2f}")
     print("  first-step loss (same initial weights): " + ", ".join(

@@ -189,11 +189,28 @@ def add_bias(ctx, node):
 
 
 def shape_const(ctx, x, shape):
-    """A Reshape target for ``x``; with a symbolic batch the batch entry becomes 0 (copy)."""
+    """A Reshape target for ``x``; with a symbolic batch the batch entry becomes 0 (copy),
+    and a leading axis that merges or splits the batch with the axes after it (``(N, s, e)
+    <-> (N * s, e)``, as position-wise projections reshape) becomes -1."""
     shape = [int(s) for s in shape]
-    if ctx.dynamic_batch and shape and x.shape and shape[0] == x.shape[0] == ctx.batch:
-        shape[0] = 0
+    if ctx.dynamic_batch and shape and x.shape:
+        if shape[0] == x.shape[0] == ctx.batch:
+            shape[0] = 0
+        elif _merges_leading(tuple(x.shape), tuple(shape)):
+            shape[0] = -1
     return ctx.const(np.array(shape, np.int64))
+
+
+def _merges_leading(src, dst) -> bool:
+    """Whether ``dst``'s first axis merges the first axes of ``src`` (or splits into them)
+    and the axes after are the same: then only ``dst[0]`` grows with ``src``'s batch."""
+    for j in range(2, len(src) + 1):
+        if int(np.prod(src[:j])) == dst[0] and src[j:] == dst[1:]:
+            return True
+    for j in range(2, len(dst) + 1):
+        if int(np.prod(dst[:j])) == src[0] and dst[j:] == src[1:]:
+            return True
+    return False
 
 
 @exporter("Reshape")

@@ -28,6 +28,11 @@ class ExportContext:
         self._state = state_names  # id(tensor) -> name, for parameters and buffers
         self._used: set[str] = set()
         self._ids = itertools.count()
+        self.read: set[int] = set()  # ids of the tensors some node or graph output reads
+
+    def is_read(self, t: Tensor) -> bool:
+        """Whether the exported graph reads ``t`` (an op may leave unread outputs out)."""
+        return id(t) in self.read
 
     def unique(self, base: str) -> str:
         name = base
@@ -161,6 +166,7 @@ def _write(graph, phs, states, name, path, opset, input_names, output_names, dyn
     ctx = ExportContext(opset, dynamic_batch, batch, states)
     for t, n in zip(phs, input_names):
         ctx.set_name(t, n)
+    ctx.read = {id(t) for n in graph.nodes for t in n.inputs} | {id(t) for t in outs}
     unsupported = sorted({n.type for n in graph.nodes if n.type not in EXPORTERS})
     if unsupported:
         raise UnsupportedOpError(f"cannot export op type(s) {', '.join(unsupported)} to ONNX "

@@ -347,6 +347,12 @@ LIBRARY = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tan": "tan",
            "cosh": "cosh", "tanh": "tanh", "asinh": "arcsinh", "acosh": "arccosh",
            "atanh": "arctanh"}
 
+#: Formulas the CPU computes for float32 data with vectorised twins of their own
+#: (runtime/kernels/cpu/vecmath.py: erf and exp as branch-free polynomials, where numba
+#: would call libm's scalar erff/expf per element, 20x slower). Their results differ from
+#: the formula's in the last bits, so chains do not fuse these ops either.
+CPU_FLOAT32 = ("gelu", "gelu_tanh", "gelu_grad", "gelu_tanh_grad")
+
 #: formulas that call other formulas: their source needs those too
 CALLS = {"floor": ("rint",), "ceil": ("rint",), "round_half_away": ("floor", "rint"),
          "relu6": ("minimum", "maximum"), "silu": ("sigmoid",),

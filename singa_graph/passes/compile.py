@@ -9,6 +9,7 @@ from .fuse import fuse as _fuse
 from .inference import is_inference_graph, optimize_for_inference
 from .liveness import StorageGroups
 from .memory import plan_memory
+from .recompute import recompute_cheap
 from .schedule import schedule as _schedule
 
 _gc_lock = threading.Lock()
@@ -58,7 +59,8 @@ def _promote_all() -> None:
 
 def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: bool = False,
             inplace: bool = True, validate: bool = True, fuse: bool = True,
-            inference: bool | None = None, memory_budget=None, remat: str = "auto"):
+            inference: bool | None = None, memory_budget=None, remat: str = "auto",
+            recompute: bool = True):
     """Schedule ``graph``, plan its memory and bind kernels.
 
     Args:
@@ -81,6 +83,8 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
             smallest feasible budget.
         remat: the recomputation search: ``'auto'``, ``'milp'``, ``'dtr'`` or ``'chen'``
             (Chen et al.'s sqrt(n) checkpoints, applied even without a budget).
+        recompute: with ``fetches``, let the backward recompute cheap elementwise results
+            whose input it keeps anyway, rather than keep them too (:mod:`.recompute`).
 
     Plans run under the process-wide thread policy of :mod:`singa_graph.runtime.threads`.
     """
@@ -88,20 +92,24 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
 
     with gc_paused():
         memory, device = plan_graph(graph, schedule, device, inplace, validate, fuse, inference,
-                                    memory_budget, remat)
+                                    memory_budget, remat, fetches, recompute)
         return ExecutionPlan(graph, memory, fetches=fetches, device=device, poison=poison)
 
 
 def plan_graph(graph, schedule: str = "memory", device=None, inplace: bool = True,
                validate: bool = True, fuse: bool = True, inference: bool | None = None,
-               memory_budget=None, remat: str = "auto"):
+               memory_budget=None, remat: str = "auto", fetches=None,
+               recompute: bool = True):
     """:func:`compile` up to the memory plan, without binding: ``(MemoryPlan, device)``.
     Control-flow ops plan their bodies so and bind them into their own workspace."""
     with gc_paused():
         if validate:
             graph.validate()
+        infer_only = inference or (inference is None and is_inference_graph(graph))
+        if recompute and fetches is not None and not infer_only:
+            recompute_cheap(graph, fetches)
         if fuse:
-            if inference or (inference is None and is_inference_graph(graph)):
+            if infer_only:
                 optimize_for_inference(graph)
             _fuse(graph)
         base = StorageGroups(graph)  # aliases and persistence: shared by schedule and plan

@@ -147,7 +147,8 @@ def _masked_pool_grad(pool_grad, relu_grad):
 # ---------------------------------------------------------------------- elementwise chains
 def _fusible(n) -> bool:
     name = formulas.formula_of(n.op)
-    return (name is not None and name not in formulas.LIBRARY and len(n.outputs) == 1
+    return (name is not None and name not in formulas.LIBRARY
+            and name not in formulas.CPU_FLOAT32 and len(n.outputs) == 1
             and (len(n.inputs) == formulas.arity(name)
                  or (formulas.arity(name) == 2 and len(n.inputs) > 2)))
 

@@ -54,6 +54,7 @@ class MemoryPlan:
     workspace: dict = field(default_factory=dict)
     budget: int | None = None
     unbudgeted_arena: int | None = None
+    outputs: list = field(default_factory=list)  # the graph's outputs (for breakdown)
 
     def recomputed(self) -> dict:
         """``id(recompute node) -> the node it clones`` (see :mod:`.remat`)."""
@@ -86,6 +87,30 @@ class MemoryPlan:
             "recomputed_nodes": len(rec),
             "recompute_flops": again / total if total else 0.0,
         }
+
+    def breakdown(self) -> dict:
+        """Where the arena goes, by op type: ``workspace_by_op`` (the largest workspace a
+        step of that type holds) and ``kept_for_backward_by_op`` (the bytes of buffers a
+        forward node of that type writes and the backward reads, so they live from one to
+        the other: the activations training keeps), with their total
+        ``kept_for_backward_bytes``. "Forward" is what the graph's outputs other than
+        optimizer updates depend on, as the pictures draw it."""
+        order = self.order
+        outputs = getattr(self, "outputs", None) or []
+        forward = _ancestors([t for t in outputs if t.creator is not None
+                              and not t.creator.op.run_asap])
+        ws: dict = {}
+        for s, (_, b) in self.workspace.items():
+            t = order[s].type
+            ws[t] = max(ws.get(t, 0), b)
+        kept: dict = {}
+        for g, (a, b) in self.intervals.items():
+            if order[a].id in forward and order[b].id not in forward:
+                t = order[a].type
+                kept[t] = kept.get(t, 0) + self.groups.size(g)
+        return {"workspace_by_op": dict(sorted(ws.items())),
+                "kept_for_backward_bytes": sum(kept.values()),
+                "kept_for_backward_by_op": dict(sorted(kept.items(), key=lambda kv: -kv[1]))}
 
     def buffers(self):
         """Every arena buffer as ``(key, offset, bytes, first step, last step)``: storage
@@ -131,4 +156,17 @@ def plan_memory(graph, order, schedule: str = "", inplace: bool = True,
     return MemoryPlan(order=list(order), groups=groups, offsets=offsets, intervals=intervals,
                       arena_bytes=arena, lower_bound=max(prof, default=0),
                       no_reuse_bytes=no_reuse, persistent_bytes=persistent,
-                      schedule=schedule, inplace=inplace, profile=prof, workspace=workspace)
+                      schedule=schedule, inplace=inplace, profile=prof, workspace=workspace,
+                      outputs=list(graph.outputs))
+
+
+def _ancestors(tensors) -> set:
+    """Ids of the nodes that ``tensors`` depend on."""
+    seen: set = set()
+    stack = [t.creator for t in tensors if t.creator is not None]
+    while stack:
+        n = stack.pop()
+        if n.id not in seen:
+            seen.add(n.id)
+            stack.extend(x.creator for x in n.inputs if x.creator is not None)
+    return seen

@@ -289,8 +289,11 @@ class ExecutionPlan:
         (parameters, state, inputs, outputs), the persistent buffers the plan allocated
         itself or whose creation its tracing caused (input/output buffers, optimizer state
         such as momentum: ``owned_persistent_bytes``) and ``plan_bytes``, arena plus those:
-        every byte that exists because this plan was built."""
+        every byte that exists because this plan was built. ``workspace_by_op`` and
+        ``kept_for_backward_by_op`` say which ops the arena holds it for (see
+        :meth:`~singa_graph.passes.memory.MemoryPlan.breakdown`)."""
         r = self.memory.report()
+        r.update(self.memory.breakdown())
         r["owned_persistent_bytes"] = self._owned_bytes + self.created_state_bytes
         r["folded_bytes"] = sum(f.nbytes for f in self.folds)  # included in the line above
         r["plan_bytes"] = self.arena.nbytes + r["owned_persistent_bytes"]

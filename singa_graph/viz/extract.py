@@ -220,6 +220,8 @@ def extract(obj, profile=None) -> View:
     if memory is not None:
         view.schedule = [n.name for n in memory.order]
         view.report = dict(memory.report())
+        if hasattr(memory, "breakdown"):  # which ops the workspace and kept bytes serve
+            view.report.update(memory.breakdown())
         view.buffers = _buffers(memory, roles, rec)
         view.persistent = _persistent(memory, graph)
         view.live = _live(view.buffers, len(memory.order))

@@ -117,6 +117,7 @@ def _facts(view: View) -> str:
              ("lower bound", human_bytes(view.lower_bound)),
              ("no reuse", human_bytes(r.get("no_reuse_bytes", 0))),
              ("persistent", human_bytes(r.get("persistent_bytes", 0))),
+             ("kept for backward", human_bytes(r.get("kept_for_backward_bytes", 0))),
              ("in-place ops", str(r.get("inplace_ops", 0)))]
     if r.get("budget_bytes") is not None:
         items += [("budget", human_bytes(r["budget_bytes"])),

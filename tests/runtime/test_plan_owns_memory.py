@@ -1,7 +1,7 @@
 """A plan owns every byte it uses: what numpy allocates while a plan is compiled and run is
 what ``memory_report()`` says the plan holds.
 
-For the MLP, CNN, ResNet, small Xception and GPT training plans and their inference plans, the
+For the MLP, CNN, ResNet, small Xception and two GPT training plans and their inference plans, the
 numpy bytes allocated from the start of compiling through 3 steps are at most
 ``1.05 * plan_bytes + 1 MiB``, where ``plan_bytes`` is the arena (workspace included) plus
 the persistent buffers the plan created itself. Measured with tracemalloc, where numpy
@@ -34,9 +34,9 @@ def _xception():
     return ex.XceptionModel(num_classes=10, in_channels=3, image_size=32, **cfg)
 
 
-def _gpt():
+def _gpt(seq_len=16, d_model=32):
     ex = cli.load_example("gpt")
-    return ex.GPT(vocab_size=10, seq_len=16, d_model=32, num_heads=4, blocks=2)
+    return ex.GPT(vocab_size=10, seq_len=seq_len, d_model=d_model, num_heads=4, blocks=2)
 
 
 MODELS = {
@@ -45,6 +45,9 @@ MODELS = {
     "resnet": (lambda: zoo.ResNet(widths=(16, 32, 64)), (32, 3, 32, 32)),
     "xception": (_xception, (8, 3, 32, 32)),
     "gpt": (_gpt, (8, 16)),  # token ids; attention plans its score workspace
+    # scores of 128 x 128: attention's workspace (1 MiB forward, 2 MiB backward) is more
+    # than the bound's slack, so a kernel allocating its own scratch would fail the bound
+    "gpt-seq128": (lambda: _gpt(128, 64), (16, 128)),
 }
 
 
@@ -66,7 +69,7 @@ def _steps(m, train, x, y, n):
 def test_numpy_allocations_stay_within_the_plan(name, train):
     shape = MODELS[name][1]
     rng = np.random.default_rng(0)
-    if name == "gpt":
+    if name.startswith("gpt"):
         x = rng.integers(0, 10, shape).astype(np.int32)
         y = rng.integers(0, 10, shape).astype(np.int32)
     else:
@@ -97,3 +100,32 @@ def test_numpy_allocations_stay_within_the_plan(name, train):
                                 f"{r['plan_bytes'] / MIB:.2f} MiB")
     assert compiled >= r["arena_bytes"]  # the measurement sees the arena itself
     verify(plan)
+
+
+def test_gpt_attention_memory_is_planned_reported_and_drawn():
+    """Attention's score workspace and what it keeps for the backward (its output and the
+    logsumexp of every row) are arena buffers: memory_report() names them by op, and the
+    pictures' data has them with their lifetimes."""
+    from singa_graph.runtime.kernels.cpu.attention import PARTS
+    from singa_graph.runtime.registry import carved_bytes
+    from singa_graph.viz.extract import extract
+
+    b, s, d, h = 16, 128, 64, 4
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 10, (b, s)).astype(np.int32)
+    m = _model("gpt-seq128", True, x)
+    m(x, rng.integers(0, 10, (b, s)).astype(np.int32))
+    r = m.memory_report()
+    scores = carved_bytes(((min(PARTS, b * h), s, s), np.float32))
+    assert r["workspace_by_op"]["ScaledDotProductAttention"] == scores
+    assert r["workspace_by_op"]["ScaledDotProductAttentionGrad"] == 2 * scores
+    kept = r["kept_for_backward_by_op"]
+    assert kept["ScaledDotProductAttention"] == 2 * (b * s * d + b * h * s) * 4  # out, lse
+    assert r["kept_for_backward_bytes"] == sum(kept.values()) <= r["arena_bytes"]
+    bufs = extract(m).buffers
+    ws = [v for v in bufs if v.workspace and v.producer.startswith("ScaledDotProduct")]
+    assert len(ws) == 4 and {v.size for v in ws} == {scores, 2 * scores}
+    lse = [v for v in bufs if v.producer.startswith("ScaledDotProductAttention_")
+           and v.shape == (b, h, s)]
+    assert len(lse) == 2 and all(v.role == "forward" for v in lse)
+    assert all(v.last_reader.startswith("ScaledDotProductAttentionGrad") for v in lse)

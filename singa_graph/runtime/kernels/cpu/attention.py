@@ -7,11 +7,15 @@ slice two (forward) or five (backward) single-threaded BLAS GEMMs on strided vie
 fused, max-shifted softmax pass over the block. The chunk count does not depend on the
 thread count, so the workspace and the results are the same on every machine.
 """
+import math
+
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
 from ...registry import carve, carved_bytes, kernel
 from .blas import HANDLE, gemm
+from . import vecmath
 from .loops import loops, pick
 
 PARTS = 16
@@ -19,55 +23,90 @@ _NO_MASK = np.zeros((1, 1, 1, 1), np.float32)  # read-only stand-in when there i
 
 
 # ---------------------------------------------------------------------- layer norm
+@njit(cache=True, nogil=True, inline="always")
+def _sum(v, shift):
+    """``sum(v - shift)`` and ``sum((v - shift)**2)`` in float64, four lanes each (one
+    chain of dependent additions would wait on every add's latency)."""
+    s0 = s1 = s2 = s3 = 0.0
+    q0 = q1 = q2 = q3 = 0.0
+    n = v.shape[0]
+    j = 0
+    while j + 4 <= n:
+        d0, d1 = np.float64(v[j]) - shift, np.float64(v[j + 1]) - shift
+        d2, d3 = np.float64(v[j + 2]) - shift, np.float64(v[j + 3]) - shift
+        s0 += d0
+        s1 += d1
+        s2 += d2
+        s3 += d3
+        q0 += d0 * d0
+        q1 += d1 * d1
+        q2 += d2 * d2
+        q3 += d3 * d3
+        j += 4
+    while j < n:
+        d0 = np.float64(v[j]) - shift
+        s0 += d0
+        q0 += d0 * d0
+        j += 1
+    return (s0 + s1) + (s2 + s3), (q0 + q1) + (q2 + q3)
+
+
 @loops
 def _LN_FWD(x, scale, bias, y, mean, rstd, eps):
     m, n = x.shape
     for i in prange(m):
-        s = 0.0
-        for j in range(n):
-            s += x[i, j]
-        mu = s / n
-        s2 = 0.0
-        for j in range(n):
-            d = x[i, j] - mu
-            s2 += d * d
-        r = 1.0 / np.sqrt(s2 / n + eps)
+        mu = _sum(x[i], 0.0)[0] / n
+        s, s2 = _sum(x[i], mu)  # two passes: var of the centred values, no cancellation
+        mu += s / n
+        r = 1.0 / np.sqrt(max(s2 / n - (s / n) ** 2, 0.0) + eps)
         for j in range(n):
             y[i, j] = (x[i, j] - mu) * r * scale[j] + bias[j]
         mean[i] = mu
         rstd[i] = r
 
 
-@loops
-def _LN_DX(dy, x, scale, mean, rstd, dx):
-    m, n = x.shape
-    for i in prange(m):
-        mu, r = np.float64(mean[i]), np.float64(rstd[i])
-        a = 0.0  # sum(g), g = dy * scale
-        b = 0.0  # sum(g * xhat)
-        for j in range(n):
-            g = np.float64(dy[i, j]) * scale[j]
-            a += g
-            b += g * (x[i, j] - mu) * r
-        a /= n
-        b /= n
-        for j in range(n):
-            xh = (x[i, j] - mu) * r
-            dx[i, j] = r * (np.float64(dy[i, j]) * scale[j] - a - xh * b)
+LN_PARTS = 16  # row blocks of the backward, each summing its own dscale/dbias partials
 
 
 @loops
-def _LN_DPARAM(dy, x, mean, rstd, dscale, dbias):
+def _LN_BWD(dy, x, scale, mean, rstd, dx, dscale, dbias, acc, parts):
+    """dx row by row; dscale and dbias summed per block of rows into ``acc`` (float64,
+    ``(parts, 3, n)``), then over the blocks in order: the same sums on any thread count."""
     m, n = x.shape
-    for j in prange(n):
+    for p in prange(parts):
+        ds, db, t = acc[p, 0], acc[p, 1], acc[p, 2]
+        ds[:] = 0.0
+        db[:] = 0.0
+        for i in range(p * m // parts, (p + 1) * m // parts):
+            mu, r = np.float64(mean[i]), np.float64(rstd[i])
+            for j in range(n):  # vectorised: xhat, g = dy * scale, the parameter sums
+                g = np.float64(dy[i, j])
+                xh = (x[i, j] - mu) * r
+                ds[j] += g * xh
+                db[j] += g
+                t[j] = g * scale[j]
+            a0 = a1 = b0 = b1 = 0.0  # sum(g), sum(g * xhat) in two lanes each
+            j = 0
+            while j + 2 <= n:
+                a0 += t[j]
+                a1 += t[j + 1]
+                b0 += t[j] * ((x[i, j] - mu) * r)
+                b1 += t[j + 1] * ((x[i, j + 1] - mu) * r)
+                j += 2
+            if j < n:
+                a0 += t[j]
+                b0 += t[j] * ((x[i, j] - mu) * r)
+            a, b = (a0 + a1) / n, (b0 + b1) / n
+            for j in range(n):
+                dx[i, j] = r * (t[j] - a - (x[i, j] - mu) * r * b)
+    for j in range(n):
         s = 0.0
-        sx = 0.0
-        for i in range(m):
-            g = np.float64(dy[i, j])
-            s += g
-            sx += g * (x[i, j] - mean[i]) * rstd[i]
-        dscale[j] = sx
-        dbias[j] = s
+        sb = 0.0
+        for p in range(parts):
+            s += acc[p, 0, j]
+            sb += acc[p, 1, j]
+        dscale[j] = s
+        dbias[j] = sb
 
 
 def _rows(a, axis):
@@ -82,44 +121,111 @@ def layer_norm(op, ins, outs):
     return lambda: fn(x, scale, bias, y, mean, rstd, op.eps)
 
 
-@kernel("LayerNormGrad")
-def layer_norm_grad(op, ins, outs):
+def _ln_grad_geometry(op, ins):
+    x = _rows(ins[1], op.axis)
+    return min(LN_PARTS, max(x.shape[0], 1)), x.shape[1]
+
+
+def layer_norm_grad_workspace(op, ins, outs):
+    parts, n = _ln_grad_geometry(op, ins)
+    return carved_bytes(((parts, 3, n), np.float64))
+
+
+@kernel("LayerNormGrad", workspace=layer_norm_grad_workspace)
+def layer_norm_grad(op, ins, outs, ws):
     dy, x = _rows(ins[0], op.axis), _rows(ins[1], op.axis)
     scale, mean, rstd = (a.reshape(-1) for a in ins[2:])
     dx, ds, db = _rows(outs[0], op.axis), outs[1].reshape(-1), outs[2].reshape(-1)
-    fdx, fdp = pick(_LN_DX, x.size), pick(_LN_DPARAM, x.size)
-
-    def step():
-        fdx(dy, x, scale, mean, rstd, dx)
-        fdp(dy, x, mean, rstd, ds, db)
-    return step
+    parts, n = _ln_grad_geometry(op, ins)
+    (acc,) = carve(ws, ((parts, 3, n), np.float64))
+    fn = pick(_LN_BWD, x.size)
+    return lambda: fn(dy, x, scale, mean, rstd, dx, ds, db, acc, parts)
 
 
 # ---------------------------------------------------------------------- attention
-@njit(cache=True, nogil=True)
-def _score(row, r, b, h, mask, kind, causal, scale):
-    """Scale row ``r`` of the scores in place, add or apply the mask and the causal cut;
-    returns the row's maximum."""
+def _exp(x):
+    return math.exp(x)
+
+
+@overload(_exp, inline="always")
+def _exp_overload(x):
+    """float32: the vectorisable :func:`.vecmath.expf` (libm's expf is a scalar call per
+    score, most of the softmax's time); float64: libm's exp."""
+    if x == types.float32:
+        return lambda x: vecmath.expf(x)
+    return lambda x: math.exp(x)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _score(row, r, b, h, mask, kind, lim, scale):
+    """Scale ``row[:lim]`` of the scores in place and add or apply the mask; returns the
+    maximum. (Keys from ``lim`` on are cut by ``causal``.)"""
     ninf = -np.inf
+    if kind == 0:  # one vectorised pass, then the maximum in four independent lanes
+        sc = row.dtype.type(scale)
+        for c in range(lim):
+            row[c] *= sc
+        m0 = m1 = m2 = m3 = ninf
+        c = 0
+        while c + 4 <= lim:
+            m0 = max(m0, row[c])
+            m1 = max(m1, row[c + 1])
+            m2 = max(m2, row[c + 2])
+            m3 = max(m3, row[c + 3])
+            c += 4
+        while c < lim:
+            m0 = max(m0, row[c])
+            c += 1
+        return max(max(m0, m1), max(m2, m3))
     m = ninf
-    for c in range(row.shape[0]):
+    for c in range(lim):
         s = row[c] * scale
         if kind == 1:
             s += mask[b % mask.shape[0], h % mask.shape[1], r % mask.shape[2],
                       c % mask.shape[3]]
-        elif kind == 2 and not mask[b % mask.shape[0], h % mask.shape[1],
-                                    r % mask.shape[2], c % mask.shape[3]]:
-            s = ninf
-        if causal and c > r:
+        elif not mask[b % mask.shape[0], h % mask.shape[1], r % mask.shape[2],
+                      c % mask.shape[3]]:
             s = ninf
         row[c] = s
         m = max(m, s)
     return m
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _exp_shift(row, lim, shift):
+    """``row[:lim] = exp(row[:lim] - shift)`` (a loop LLVM vectorises: no division check, one
+    array), ``row[lim:] = 0``; returns the sum of the exponentials, accumulated in float64
+    in four lanes."""
+    sh = row.dtype.type(shift)  # float32 rows subtract and exponentiate in float32
+    for c in range(lim):
+        row[c] = _exp(row[c] - sh)
+    for c in range(lim, row.shape[0]):
+        row[c] = 0
+    t0 = t1 = t2 = t3 = 0.0
+    c = 0
+    while c + 4 <= lim:
+        t0 += row[c]
+        t1 += row[c + 1]
+        t2 += row[c + 2]
+        t3 += row[c + 3]
+        c += 4
+    while c < lim:
+        t0 += row[c]
+        c += 1
+    return (t0 + t1) + (t2 + t3)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _softmax_grad(p, dp, lim, d, scale):
+    """``p[:lim] = p * (dp - d) * scale``: the scores' gradient over the probabilities."""
+    for c in range(lim):
+        p[c] = p[c] * (dp[c] - d) * scale
+
+
 @loops
 def _ATT_FWD(q, k, v, mask, kind, causal, scale, out, lse, ws, parts, blas):
     nb, nh, sq, _ = q.shape
+    sk = k.shape[2]
     n = nb * nh
     for p in prange(parts):
         s = ws[p]
@@ -127,15 +233,12 @@ def _ATT_FWD(q, k, v, mask, kind, causal, scale, out, lse, ws, parts, blas):
             b, h = i // nh, i % nh
             gemm(q[b, h], k[b, h].T, s, 0.0, blas)
             for r in range(sq):
+                lim = min(r + 1, sk) if causal else sk
+                m = _score(s[r], r, b, h, mask, kind, lim, scale)
+                tot = _exp_shift(s[r], lim, m)
+                inv = s.dtype.type(1.0 / tot)
                 row = s[r]
-                m = _score(row, r, b, h, mask, kind, causal, scale)
-                tot = 0.0
-                for c in range(row.shape[0]):
-                    e = np.exp(row[c] - m)
-                    row[c] = e
-                    tot += e
-                inv = 1.0 / tot
-                for c in range(row.shape[0]):
+                for c in range(lim):
                     row[c] *= inv
                 lse[b, h, r] = m + np.log(tot)
             gemm(s, v[b, h], out[b, h], 0.0, blas)
@@ -144,6 +247,7 @@ def _ATT_FWD(q, k, v, mask, kind, causal, scale, out, lse, ws, parts, blas):
 @loops
 def _ATT_BWD(dout, q, k, v, out, lse, mask, kind, causal, scale, dq, dk, dv, ws, parts, blas):
     nb, nh, sq, _ = q.shape
+    sk = k.shape[2]
     n = nb * nh
     for p in prange(parts):
         s, dp = ws[p, 0], ws[p, 1]
@@ -151,20 +255,18 @@ def _ATT_BWD(dout, q, k, v, out, lse, mask, kind, causal, scale, dq, dk, dv, ws,
             b, h = i // nh, i % nh
             gemm(q[b, h], k[b, h].T, s, 0.0, blas)
             for r in range(sq):
-                row = s[r]
-                _score(row, r, b, h, mask, kind, causal, scale)
-                l = lse[b, h, r]
-                for c in range(row.shape[0]):
-                    row[c] = np.exp(row[c] - l)
+                lim = min(r + 1, sk) if causal else sk
+                _score(s[r], r, b, h, mask, kind, lim, scale)
+                _exp_shift(s[r], lim, lse[b, h, r])
             gemm(s.T, dout[b, h], dv[b, h], 0.0, blas)
             gemm(dout[b, h], v[b, h].T, dp, 0.0, blas)
             do, o = dout[b, h], out[b, h]
             for r in range(sq):
+                lim = min(r + 1, sk) if causal else sk
                 d = 0.0  # rowsum(dout * out) = rowsum(P * dP)
                 for j in range(do.shape[1]):
                     d += np.float64(do[r, j]) * o[r, j]
-                for c in range(s.shape[1]):
-                    s[r, c] = s[r, c] * (dp[r, c] - d) * scale
+                _softmax_grad(s[r], dp[r], lim, s.dtype.type(d), s.dtype.type(scale))
             gemm(s, k[b, h], dq[b, h], 0.0, blas)
             gemm(s.T, q[b, h], dk[b, h], 0.0, blas)
 

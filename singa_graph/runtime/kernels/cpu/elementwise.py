@@ -4,7 +4,8 @@
 
 A generated loop walks numpy broadcasting itself (operands of any strides, dimensions that
 all operands walk contiguously merged first) and computes float32 data in float32. Formulas
-that are one function of numpy's SIMD library run as that ufunc (``formulas.LIBRARY``).
+that are one function of numpy's SIMD library run as that ufunc (``formulas.LIBRARY``),
+float32 GELU and its gradient as vectorised loops of their own (``formulas.CPU_FLOAT32``).
 """
 import numpy as np
 
@@ -12,6 +13,7 @@ from ....ir.op import OPS
 from ....ops import formulas
 from ...registry import carve, carved_bytes, kernel
 from ..generate import cpu_step
+from . import vecmath
 
 
 def _half_specs(ins, outs) -> list:
@@ -35,6 +37,10 @@ def formula_kernel(op, ins, outs, ws=None):
         ufunc = getattr(np, formulas.LIBRARY[name])
         (x,) = ins
         return lambda: ufunc(x, out=y)
+    if name in formulas.CPU_FLOAT32:  # float32 GELU vectorised (see formulas.CPU_FLOAT32)
+        step = vecmath.float32_step(name, ins, y)
+        if step is not None:
+            return step
     program, values = formulas.program_of(op, len(ins))
     specs = _half_specs(ins, outs)
     if not specs:
