@@ -7,8 +7,8 @@ from .. import autograd, layer
 from ..errors import GraphError
 from ..ir.tensor import Parameter, Tensor
 from ..zoo import _Classifier
-from . import (import_activation, import_index, import_logic, import_loss,  # noqa: F401
-               import_math, import_nn, import_norm, import_rnn,
+from . import (import_activation, import_index, import_integer,  # noqa: F401
+               import_logic, import_loss, import_math, import_nn, import_norm, import_rnn,
                import_shape)  # (fill the tables)
 from .program import Program, read_model
 

@@ -8,6 +8,7 @@ from .dropout import *  # noqa: F401,F403
 from .fused import FusedElementwise  # noqa: F401
 from .elementwise import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
+from .integer import *  # noqa: F401,F403
 from .layout import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .logic import *  # noqa: F401,F403
