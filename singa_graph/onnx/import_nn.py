@@ -59,11 +59,12 @@ def conv(n):
 def _pool(n, is_max):
     x = n.t(0)
     k = x.ndim - 2
-    if k not in (1, 2):
-        n.fail(f"{k}-d pooling")
     kernel = list(n.attr("kernel_shape"))
-    if any(d != 1 for d in n.attr("dilations", [1] * k)):
-        n.fail("dilated pooling")
+    if k not in (1, 2) or any(d != 1 for d in n.attr("dilations", [1] * k)) or \
+            x.dtype.kind != "f":
+        from .import_pool import pool_nd  # 3-d, dilated and integer pooling
+
+        return pool_nd(n, "max" if is_max else "avg")
     if n.attr("storage_order", 0):
         n.fail("storage_order=1")
     strides, _, pads = _window(n, x.shape[2:], kernel)

@@ -17,6 +17,7 @@ from .math import *  # noqa: F401,F403
 from .nonlinear import *  # noqa: F401,F403
 from .norm import *  # noqa: F401,F403
 from .pool import *  # noqa: F401,F403
+from .pool_nd import *  # noqa: F401,F403
 from .quant import *  # noqa: F401,F403
 from .recurrent import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403

@@ -1,0 +1,35 @@
+"""ONNX -> singa_graph: pooling the 2-d pooling ops do not cover (3-d and dilated
+MaxPool/AveragePool, integer MaxPool) and LpPool, as the N-d pooling op."""
+from __future__ import annotations
+
+from .. import ops
+from .registry import importer
+
+
+def pool_nd(n, kind):
+    """MaxPool/AveragePool/LpPool of node ``n`` as :class:`singa_graph.ops.PoolNd`."""
+    from .import_nn import _auto_pads
+
+    x = n.t(0)
+    kernel = list(n.attr("kernel_shape"))
+    k = len(kernel)
+    strides = list(n.attr("strides", [1] * k))
+    dilations = list(n.attr("dilations", [1] * k))
+    if n.attr("storage_order", 0):
+        n.fail("storage_order=1")
+    pads = _auto_pads(n, x.shape[2:], kernel, strides, dilations)
+    return ops.pool_nd(x, kind, kernel, strides, dilations, pads,
+                       bool(n.attr("ceil_mode", 0)), bool(n.attr("count_include_pad", 0)),
+                       n.attr("p", 2))
+
+
+@importer("LpPool")
+def lp_pool(n):
+    return pool_nd(n, "lp")
+
+
+@importer("GlobalLpPool")
+def global_lp_pool(n):
+    x = n.t(0)
+    p = float(n.attr("p", 2))
+    return ops.PoolNd("lp", x.shape[2:], p=p)(x)

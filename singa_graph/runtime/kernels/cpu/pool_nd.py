@@ -1,0 +1,56 @@
+"""N-d max/average/Lp pooling with dilations: the input padded into planned workspace, then
+one numpy ufunc per tap over strided views of it (a window of k taps is k passes over the
+output, each contiguous along the last axis)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...registry import carve, carved_bytes, kernel
+
+
+def _cdtype(x):
+    return np.float32 if x.dtype == np.float16 else x.dtype
+
+
+def _specs(op, ins, outs):
+    x, y = ins[0], outs[0]
+    return [(op.padded_shape(x.shape), _cdtype(x)), (tuple(y.shape), _cdtype(x))]
+
+
+@kernel("PoolNd", workspace=lambda op, ins, outs: carved_bytes(*_specs(op, ins, outs)))
+def pool_nd(op, ins, outs, ws):
+    (x,), (y,) = ins, outs
+    pad, acc = carve(ws, *_specs(op, ins, outs))
+    if y.dtype == acc.dtype:
+        acc = y
+    k = len(op.kernel)
+    inner = pad[(slice(None),) * 2 + tuple(slice(b, b + n) for b, n in
+                                           zip(op.pads[:k], x.shape[2:]))]
+    if op.kind == "max":
+        fill = -np.inf if pad.dtype.kind == "f" else np.iinfo(pad.dtype).min
+    else:
+        fill = 0
+    views = []
+    for offs in np.ndindex(*op.kernel):
+        views.append(pad[(slice(None),) * 2 + tuple(
+            slice(o * d, o * d + s * (n - 1) + 1, s)
+            for o, d, s, n in zip(offs, op.dilations, op.strides, y.shape[2:]))])
+    counts = op.counts(x.shape).astype(acc.dtype) if op.kind == "avg" else None
+    combine = np.maximum if op.kind == "max" else np.add
+
+    def step():
+        pad.fill(fill)
+        np.copyto(inner, x, casting="unsafe")
+        if op.kind == "lp":
+            np.abs(pad, out=pad)
+            np.power(pad, op.p, out=pad)
+        np.copyto(acc, views[0])
+        for v in views[1:]:
+            combine(acc, v, out=acc)
+        if counts is not None:
+            np.divide(acc, counts, out=acc)
+        elif op.kind == "lp":
+            np.power(acc, 1.0 / op.p, out=acc)
+        if acc is not y:
+            np.copyto(y, acc, casting="unsafe")
+    return step
