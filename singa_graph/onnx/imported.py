@@ -9,7 +9,8 @@ from ..ir.tensor import Parameter, Tensor
 from ..zoo import _Classifier
 from . import (import_activation, import_index, import_integer,  # noqa: F401
                import_logic, import_loss, import_math, import_nn, import_norm,
-               import_pool, import_quant, import_rnn, import_shape)  # (fill the tables)
+               import_pool, import_quant, import_rnn, import_shape,
+               import_signal)  # (fill the tables)
 from .program import Program, read_model
 
 

@@ -19,7 +19,7 @@ from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
 from ._util import need_float
 
-__all__ = ["Resize", "axis_weights", "resize"]
+__all__ = ["Resize", "AxisMatmul", "axis_weights", "resize", "axis_matmul"]
 
 
 def _source_coords(mode, y, scale, n_in, out_float, n_out, roi):
@@ -144,11 +144,22 @@ class Resize(Operation):
         # zero the rows that took the fill: no gradient flows through them
         ws = [w if m is None else np.where(m[:, None], 0.0, w)
               for w, m in zip(self.weights, self.outside)]
-        return [Resize(self.axes[::-1], [w.T for w in ws[::-1]])(dys[0])]
+        return [type(self)(self.axes[::-1], [w.T for w in ws[::-1]])(dys[0])]
 
     def attributes(self):
         return {"axes": self.axes, "shapes": [w.shape for w in self.weights],
                 "fill": self.fill}
+
+
+class AxisMatmul(Resize):
+    """A fixed linear map along axes: ``weights[k]`` applied along ``axes[k]`` in turn (the
+    DFT and STFT of real-represented complex signals are such maps). Its gradient applies
+    the transposed matrices."""
+
+
+def axis_matmul(x, axes, weights):
+    """``x`` with ``weights[k]`` (shape ``(O, L)``) applied along ``axes[k]``."""
+    return AxisMatmul(axes, weights)(x)
 
 
 def resize(x, sizes, mode="linear", coord="half_pixel", **kw):
