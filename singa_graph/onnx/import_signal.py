@@ -1,7 +1,7 @@
 """ONNX -> singa_graph: signal processing. DFT and STFT are real-linear maps of the
 real-represented signal, so each imports as one fixed matrix applied along an axis
 (:class:`singa_graph.ops.AxisMatmul`, built here with numpy's FFT of the unit vectors);
-their gradients are the transposed maps. The window functions, MelWeightMatrix and EyeLike
+their gradients are the transposed maps. GridSample is the op of that name. The window functions, MelWeightMatrix and EyeLike
 depend on sizes only: their values are computed while building, as Range's are.
 """
 from __future__ import annotations
@@ -141,3 +141,9 @@ def stft(n):
     y = ops.axis_matmul(ops.reshape(x, (x.shape[0], length * c)), [1],
                         [big.reshape(frames * m * 2, length * c)])
     return ops.reshape(y, (x.shape[0], frames, m, 2))
+
+
+@importer("GridSample")
+def grid_sample(n):
+    return ops.grid_sample(n.t(0), n.t(1), n.attr("mode", "linear"),
+                           n.attr("padding_mode", "zeros"), n.attr("align_corners", 0))

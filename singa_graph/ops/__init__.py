@@ -22,6 +22,7 @@ from .quant import *  # noqa: F401,F403
 from .recurrent import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
 from .resize import *  # noqa: F401,F403
+from .sample import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .update import *  # noqa: F401,F403
 

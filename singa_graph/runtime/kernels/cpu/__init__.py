@@ -5,4 +5,4 @@ numpy ufunc / BLAS calls where a single compiled library routine already does th
 Importing this package registers every CPU kernel.
 """
 from . import (activation, attention, conv, dist, dropout, elementwise, layout, linalg,  # noqa: F401
-               loss, norm, pool, pool_nd, quant, recurrent, reduce, resize, shape, update)
+               loss, norm, pool, pool_nd, quant, recurrent, reduce, resize, sample, shape, update)

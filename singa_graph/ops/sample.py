@@ -1,0 +1,42 @@
+"""GridSample (ONNX, PyTorch's ``grid_sample``): values of an ``(N, C, *spatial)`` input at
+the normalised coordinates of a grid ``(N, *out_spatial, k)``, with nearest, linear or cubic
+interpolation and zeros, border or reflection padding, over any number of spatial axes.
+
+Not differentiable here (imported inference graphs use it; its gradient with respect to
+the grid is piecewise and not built).
+"""
+from __future__ import annotations
+
+from ..errors import ShapeError
+from ..ir.op import Operation
+from ..ir.tensor import TensorSpec
+from ._util import need_float
+
+__all__ = ["GridSample", "grid_sample"]
+
+MODES = ("nearest", "linear", "cubic")
+PADDINGS = ("zeros", "border", "reflection")
+
+
+class GridSample(Operation):
+    differentiable = False
+
+    def __init__(self, mode="linear", padding_mode="zeros", align_corners=False):
+        mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+        if mode not in MODES or padding_mode not in PADDINGS:
+            raise ValueError(f"GridSample: mode must be one of {MODES} and padding_mode one "
+                             f"of {PADDINGS}, got {mode!r}, {padding_mode!r}")
+        self.mode, self.padding_mode = mode, padding_mode
+        self.align_corners = bool(align_corners)
+
+    def infer(self, x, grid):
+        need_float(x, grid)
+        k = x.ndim - 2
+        if k < 1 or grid.ndim != k + 2 or grid.shape[-1] != k or grid.shape[0] != x.shape[0]:
+            raise ShapeError(f"GridSample of {x.shape} needs a grid (N, {k} output sizes, "
+                             f"{k}), got {grid.shape}")
+        return [TensorSpec(x.shape[:2] + grid.shape[1:-1], x.dtype)]
+
+
+def grid_sample(x, grid, mode="linear", padding_mode="zeros", align_corners=False):
+    return GridSample(mode, padding_mode, align_corners)(x, grid)
