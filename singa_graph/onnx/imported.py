@@ -7,7 +7,8 @@ from .. import autograd, layer
 from ..errors import GraphError
 from ..ir.tensor import Parameter, Tensor
 from ..zoo import _Classifier
-from . import (import_activation, import_index, import_integer,  # noqa: F401
+from . import (import_activation, import_index, import_index_nd,  # noqa: F401
+               import_integer,
                import_logic, import_loss, import_math, import_nn, import_norm,
                import_pool, import_quant, import_rnn, import_shape,
                import_signal)  # (fill the tables)

@@ -7,6 +7,7 @@ from .dist import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .fused import FusedElementwise  # noqa: F401
 from .elementwise import *  # noqa: F401,F403
+from .index_nd import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
 from .integer import *  # noqa: F401,F403
 from .layout import *  # noqa: F401,F403

@@ -4,5 +4,6 @@ numpy ufunc / BLAS calls where a single compiled library routine already does th
 
 Importing this package registers every CPU kernel.
 """
-from . import (activation, attention, conv, dist, dropout, elementwise, layout, linalg,  # noqa: F401
-               loss, norm, pool, pool_nd, quant, recurrent, reduce, resize, sample, shape, update)
+from . import (activation, attention, conv, dist, dropout, elementwise,  # noqa: F401
+               index_nd, layout, linalg, loss, norm, pool, pool_nd, quant, recurrent, reduce,
+               resize, sample, shape, update)

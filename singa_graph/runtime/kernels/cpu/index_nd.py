@@ -1,0 +1,99 @@
+"""GatherND, ScatterND, TopK, CumProd, ReverseSequence: numpy indexing, ``ufunc.at`` for
+the scatter reductions, a stable argsort for TopK (ties keep the lower index first) and
+``cumprod`` over (possibly reversed) views."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...registry import kernel
+
+_AT = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+@kernel("GatherND")
+def gather_nd(op, ins, outs):
+    (x, idx), (y,) = ins, outs
+    b, k = op.batch_dims, idx.shape[-1]
+    batch = int(np.prod(x.shape[:b], dtype=np.int64))
+    xb = x.reshape((batch,) + x.shape[b:])
+    ib = idx.reshape(batch, -1, k)
+    yb = y.reshape(batch, ib.shape[1], -1)
+
+    def step():
+        for i in range(batch):
+            sel = xb[i][tuple(ib[i, :, j] for j in range(k))]
+            yb[i] = sel.reshape(yb.shape[1:])
+    return step
+
+
+@kernel("ScatterND")
+def scatter_nd(op, ins, outs):
+    (x, idx, upd), (y,) = ins, outs
+    k = idx.shape[-1]
+    idx2 = idx.reshape(-1, k)
+    upd2 = upd.reshape((idx2.shape[0],) + x.shape[k:])
+    at = _AT.get(op.reduction)
+
+    def step():
+        np.copyto(y, x)
+        where = tuple(idx2[:, j] for j in range(k))
+        if at is None:
+            y[where] = upd2
+        else:
+            at.at(y, where, upd2)
+    return step
+
+
+@kernel("TopK")
+def topk(op, ins, outs):
+    (x,), (vals, inds) = ins, outs
+    a, k = op.axis, op.k
+    first = (slice(None),) * a + (slice(0, k),)
+
+    def step():
+        if op.largest:  # an order-reversing key: ~x has no overflow at the integers' ends
+            key = -x if x.dtype.kind == "f" else ~x
+        else:
+            key = x
+        order = np.argsort(key, axis=a, kind="stable")[first]
+        np.copyto(inds, order)
+        np.copyto(vals, np.take_along_axis(x, order, a))
+    return step
+
+
+@kernel("CumProd")
+def cumprod(op, ins, outs):
+    (x,), (y,) = ins, outs
+    a = op.axis
+    rev = (slice(None),) * a + (slice(None, None, -1),)
+    xs, ys = (x[rev], y[rev]) if op.reverse else (x, y)
+    head = (slice(None),) * a + (slice(0, 1),)
+    if op.exclusive:
+        src = xs[(slice(None),) * a + (slice(0, -1),)]
+        dst = ys[(slice(None),) * a + (slice(1, None),)]
+
+    def step():
+        if x.shape[a] == 0:
+            return
+        if op.exclusive:
+            ys[head] = 1
+            np.cumprod(src, axis=a, out=dst)
+        else:
+            np.cumprod(xs, axis=a, out=ys)
+    return step
+
+
+@kernel("ReverseSequence")
+def reverse_sequence(op, ins, outs):
+    (x, lengths), (y,) = ins, outs
+    b, t = op.batch_axis, op.time_axis
+
+    def step():
+        np.copyto(y, x)
+        for i, n in enumerate(lengths):
+            n = int(n)
+            xi, yi = np.take(x, i, axis=b), np.moveaxis(y, b, 0)[i]
+            t2 = t if t < b else t - 1
+            src = np.moveaxis(xi, t2, 0)[:n][::-1]
+            np.moveaxis(yi, t2, 0)[:n] = src
+    return step
