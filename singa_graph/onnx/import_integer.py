@@ -1,9 +1,12 @@
-"""ONNX -> singa_graph: integer arithmetic (Div of integers, Mod, BitShift, Bitwise*).
+"""ONNX -> singa_graph: integer arithmetic (Div of integers, Mod, BitShift, Bitwise*) and
+BitCast.
 
 Integer ``Div`` truncates toward zero as ONNX (and C) define it; float ``Div`` stays the
 library's Div, whose import lives in :mod:`.import_math`.
 """
 from __future__ import annotations
+
+from onnx import helper
 
 from .. import ops
 from .registry import importer
@@ -33,3 +36,8 @@ for _t, _f in {"BitwiseAnd": ops.bitwise_and, "BitwiseOr": ops.bitwise_or,
 @importer("BitwiseNot")
 def bitwise_not(n):
     return ops.bitwise_not(n.t(0))
+
+
+@importer("BitCast")
+def bit_cast(n):
+    return ops.bit_cast(n.t(0), helper.tensor_dtype_to_np_dtype(n.attr("to")))

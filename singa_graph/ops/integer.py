@@ -1,4 +1,5 @@
-"""Integer elementwise ops: truncating division, Mod, BitShift and the bitwise ops (ONNX).
+"""Integer elementwise ops: truncating division, Mod, BitShift and the bitwise ops (ONNX),
+and BitCast (the same bytes read as another dtype of the same width).
 
 Their scalar formulas live in :mod:`.formulas` (``trunc_div``, ``floor_mod``, ``int_fmod``,
 ``float_fmod``, ``shift_left``/``shift_right``, ``bitwise_*``), so the CPU loops and CUDA
@@ -17,7 +18,7 @@ from ._util import broadcast_shape, same_dtype
 
 __all__ = ["TruncDiv", "Mod", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
            "BitwiseNot", "trunc_div", "mod", "bit_shift", "bitwise_and", "bitwise_or",
-           "bitwise_xor", "bitwise_not"]
+           "bitwise_xor", "bitwise_not", "BitCast", "bit_cast"]
 
 
 def _need_int(op, *xs):
@@ -138,3 +139,21 @@ def bitwise_xor(a, b):
 
 def bitwise_not(x):
     return BitwiseNot()(x)
+
+
+class BitCast(Operation):
+    """The bytes of ``x`` read as ``dtype`` (of the same width): ONNX BitCast."""
+
+    differentiable = False
+
+    def __init__(self, dtype):
+        self.dtype = np.dtype(dtype)
+
+    def infer(self, x):
+        if x.dtype.itemsize != self.dtype.itemsize:
+            raise DTypeError(f"BitCast from {x.dtype} to {self.dtype}: the widths differ")
+        return [TensorSpec(x.shape, self.dtype)]
+
+
+def bit_cast(x, dtype):
+    return BitCast(dtype)(x)

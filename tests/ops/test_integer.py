@@ -89,3 +89,11 @@ def test_float_operands_are_refused_by_name():
     x = np.ones(3, np.float32)
     with pytest.raises(DTypeError, match="BitwiseAnd"):
         eager(ops.bitwise_and, x, x)
+
+
+def test_bit_cast_reads_the_same_bytes():
+    x = np.array([1.0, -2.5, np.inf], np.float32)
+    np.testing.assert_array_equal(eager(lambda t: ops.bit_cast(t, np.int32), x),
+                                  x.view(np.int32))
+    with pytest.raises(DTypeError, match="widths differ"):
+        eager(lambda t: ops.bit_cast(t, np.int64), x)
