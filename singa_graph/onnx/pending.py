@@ -17,7 +17,4 @@ signal processing, Attention, Einsum ...) are not in the op library either.
 WAITING_FOR_OP_LIBRARY = {
     # reductions without a composition
     "CumSum": "cumsum (a scan along an axis)",
-    # shape ops on run-time data
-    "NonZero": "nonzero on run-time data: its output shape depends on the values, and "
-               "plans have static shapes",
 }

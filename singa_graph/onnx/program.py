@@ -23,6 +23,9 @@ from .registry import find_importer
 
 # Ops whose output is known at trace time whatever their inputs are.
 STATIC_OUTPUT = {"Shape", "Size"}
+# Ops whose output shapes depend on input values: with known inputs they run their own
+# kernels while tracing (eagerly) rather than being folded by the reference ops.
+BY_VALUE = {"NonZero", "Unique", "NonMaxSuppression"}
 # Ops never folded even with constant inputs: they draw random numbers.
 RANDOM = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike",
           "Bernoulli", "Multinomial", "Dropout",
@@ -168,7 +171,7 @@ class Program:
             if not nodes:
                 raise GraphError(f"last_layers={last_layers} leaves no node of the model")
         for i, proto in enumerate(nodes):
-            if i in static and proto.op_type not in STATIC_OUTPUT:
+            if i in static and proto.op_type not in STATIC_OUTPUT | BY_VALUE:
                 values = self._fold(proto, env)
             else:
                 node = NodeView(proto, env, self, store, training)

@@ -2,6 +2,7 @@
 wrapper. Importing this package registers every op in :data:`singa_graph.ir.op.OPS`."""
 from .activation import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
+from .by_value import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .dist import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403

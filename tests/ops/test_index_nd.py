@@ -59,3 +59,23 @@ def test_cumprod_modes_and_reverse_sequence():
     for b, n in enumerate(lens):
         ref[:n, b] = seq[:n, b][::-1]
     np.testing.assert_array_equal(got, ref)
+
+
+def test_unique_and_nms_on_concrete_tensors():
+    x = np.array([[3, 1, 3], [2, 1, 5]], np.int64)
+    y, idx, inv, counts = eager(lambda t: ops.unique(t, None, False), x)
+    np.testing.assert_array_equal(y, [3, 1, 2, 5])
+    np.testing.assert_array_equal(y[inv], x.ravel())
+    np.testing.assert_array_equal(counts, [2, 2, 1, 1])
+    boxes = np.array([[[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, 10, 1, 11]]], np.float32)
+    scores = np.array([[[0.9, 0.95, 0.3]]], np.float32)
+    sel = eager(lambda b, s: ops.non_max_suppression(b, s, 3, 0.5, 0.0), boxes, scores)
+    np.testing.assert_array_equal(sel, [[0, 0, 1], [0, 0, 2]])
+
+
+def test_value_dependent_ops_refuse_symbolic_inputs():
+    from singa_graph.errors import ShapeError
+    from singa_graph.ir.tensor import Placeholder
+
+    with pytest.raises(ShapeError, match="depends on the values"):
+        ops.unique(Placeholder((3,), np.float32))

@@ -97,3 +97,21 @@ def reverse_sequence(op, ins, outs):
             src = np.moveaxis(xi, t2, 0)[:n][::-1]
             np.moveaxis(yi, t2, 0)[:n] = src
     return step
+
+
+@kernel("Unique")
+def unique(op, ins, outs):
+    from ....ops.by_value import unique_values
+
+    (x,) = ins
+
+    def step():
+        for o, v in zip(outs, unique_values(x, op.axis, op.sorted)):
+            np.copyto(o, v)
+    return step
+
+
+@kernel("NonMaxSuppression")
+def non_max_suppression(op, ins, outs):
+    (boxes, scores), (y,) = ins, outs
+    return lambda: np.copyto(y, op.select(boxes, scores))
