@@ -2,6 +2,8 @@
 MaxPool/AveragePool, integer MaxPool) and LpPool, as the N-d pooling op."""
 from __future__ import annotations
 
+import numpy as np
+
 from .. import ops
 from .registry import importer
 
@@ -33,3 +35,11 @@ def global_lp_pool(n):
     x = n.t(0)
     p = float(n.attr("p", 2))
     return ops.PoolNd("lp", x.shape[2:], p=p)(x)
+
+
+@importer("Col2Im")
+def col2im(n):
+    image = [int(v) for v in np.asarray(n.const(1)).ravel()]
+    block = [int(v) for v in np.asarray(n.const(2)).ravel()]
+    return ops.Col2Im(image, block, n.attr("strides"), n.attr("dilations"),
+                      n.attr("pads"))(n.t(0))

@@ -147,3 +147,23 @@ def stft(n):
 def grid_sample(n):
     return ops.grid_sample(n.t(0), n.t(1), n.attr("mode", "linear"),
                            n.attr("padding_mode", "zeros"), n.attr("align_corners", 0))
+
+
+@importer("AffineGrid")
+def affine_grid(n):
+    """``theta @ [x, y, (z,) 1]`` over the normalised grid of the output size: a MatMul by
+    a constant built from the size (known while building)."""
+    theta = n.t(0)
+    size = [int(v) for v in np.asarray(n.const(1)).ravel()]
+    spatial = size[2:]
+    align = bool(n.attr("align_corners", 0))
+    axes = [np.linspace(-1, 1, s) if align else (2 * np.arange(s) + 1) / s - 1
+            for s in spatial]
+    mesh = np.meshgrid(*axes, indexing="ij")
+    cols = [m.reshape(-1) for m in mesh[::-1]] + [np.ones(int(np.prod(spatial)))]
+    base = np.stack(cols, 0).astype(theta.dtype)  # (k + 1, points)
+    from .program import constant
+
+    g = ops.matmul(theta, constant(base))  # (N, k, points)
+    g = ops.transpose(g, (0, 2, 1))
+    return ops.reshape(g, (size[0], *spatial, len(spatial)))

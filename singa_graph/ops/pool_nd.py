@@ -1,5 +1,6 @@
 """Pooling over any number of spatial axes with dilations: max, average and Lp pooling
-(ONNX MaxPool/AveragePool beyond the 2-d undilated case, and LpPool).
+(ONNX MaxPool/AveragePool beyond the 2-d undilated case, and LpPool), and Col2Im, which
+adds sliding blocks back over the same kind of windows.
 
 The window positions follow onnxruntime: ``ceil_mode`` keeps a last partial window unless
 it would start in the trailing padding. Average pooling divides by the number of taps in
@@ -19,7 +20,7 @@ from ..errors import DTypeError, ShapeError
 from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
 
-__all__ = ["PoolNd", "pool_nd"]
+__all__ = ["PoolNd", "Col2Im", "pool_nd"]
 
 
 def window_count(n_in, k, s, d, p0, p1, ceil_mode) -> int:
@@ -98,3 +99,36 @@ class PoolNd(Operation):
 def pool_nd(x, kind, kernel, strides=None, dilations=None, pads=None, ceil_mode=False,
             count_include_pad=False, p=2):
     return PoolNd(kind, kernel, strides, dilations, pads, ceil_mode, count_include_pad, p)(x)
+
+
+class Col2Im(Operation):
+    """Sum sliding blocks back into an image (ONNX Col2Im, PyTorch's ``fold``): input
+    ``(N, C * prod(block), L)``, output ``(N, C, *image)``. Its gradient would be im2col
+    (not built here: imported inference graphs use it)."""
+
+    differentiable = False
+
+    def __init__(self, image, block, strides=None, dilations=None, pads=None):
+        k = len(block)
+        self.image, self.block = tuple(int(v) for v in image), tuple(int(v) for v in block)
+        self.strides = tuple(int(v) for v in (strides or [1] * k))
+        self.dilations = tuple(int(v) for v in (dilations or [1] * k))
+        self.pads = tuple(int(v) for v in (pads or [0] * 2 * k))
+
+    def windows(self) -> tuple:
+        k = len(self.block)
+        return tuple(window_count(n, b, s, d, self.pads[i], self.pads[k + i], False)
+                     for i, (n, b, s, d) in enumerate(zip(self.image, self.block, self.strides,
+                                                          self.dilations)))
+
+    def infer(self, x):
+        kk = int(np.prod(self.block))
+        if x.ndim != 3 or x.shape[1] % kk or x.shape[2] != int(np.prod(self.windows())):
+            raise ShapeError(f"Col2Im: input {x.shape} does not hold blocks {self.block} "
+                             f"sliding over {self.image}")
+        return [TensorSpec((x.shape[0], x.shape[1] // kk) + self.image, x.dtype)]
+
+    def padded_shape(self, n, c) -> tuple:
+        k = len(self.block)
+        return (n, c) + tuple(i + self.pads[j] + self.pads[k + j]
+                              for j, i in enumerate(self.image))

@@ -42,3 +42,11 @@ def test_lp_pool_and_integer_max_pool():
     yi = eager(lambda t: ops.pool_nd(t, "max", (2, 2), (1, 1)), xi)
     ref_i = F.max_pool2d(torch.from_numpy(xi.astype(np.float32)), 2, 1).numpy()
     np.testing.assert_array_equal(yi, ref_i.astype(np.uint8))
+
+
+def test_col2im_matches_pytorch_fold():
+    x = np.random.default_rng(4).standard_normal((2, 3 * 2 * 3, 12))[:, :, :9].copy()
+    ref = F.fold(torch.from_numpy(x), (5, 7), (2, 3), dilation=(1, 2), padding=(1, 0),
+                 stride=(2, 1)).numpy()
+    got = eager(lambda t: ops.Col2Im((5, 7), (2, 3), (2, 1), (1, 2), (1, 0, 1, 0))(t), x)
+    np.testing.assert_allclose(got, ref, rtol=1e-12)

@@ -54,3 +54,33 @@ def pool_nd(op, ins, outs, ws):
         if acc is not y:
             np.copyto(y, acc, casting="unsafe")
     return step
+
+
+def _col2im_spec(op, ins, outs):
+    y = outs[0]
+    return [(op.padded_shape(y.shape[0], y.shape[1]), y.dtype)]
+
+
+@kernel("Col2Im", workspace=lambda op, ins, outs: carved_bytes(*_col2im_spec(op, ins, outs)))
+def col2im(op, ins, outs, ws):
+    (x,), (y,) = ins, outs
+    (pad,) = carve(ws, *_col2im_spec(op, ins, outs))
+    k = len(op.block)
+    n, c = y.shape[:2]
+    wins = op.windows()
+    cols = x.reshape((n, c) + op.block + wins)
+    inner = pad[(slice(None),) * 2 + tuple(slice(b, b + s) for b, s in
+                                           zip(op.pads[:k], op.image))]
+    pairs = []
+    for offs in np.ndindex(*op.block):
+        dst = pad[(slice(None),) * 2 + tuple(
+            slice(o * d, o * d + s * (w - 1) + 1, s)
+            for o, d, s, w in zip(offs, op.dilations, op.strides, wins))]
+        pairs.append((dst, cols[(slice(None),) * 2 + offs]))
+
+    def step():
+        pad.fill(0)
+        for dst, src in pairs:
+            np.add(dst, src, out=dst)
+        np.copyto(y, inner)
+    return step
