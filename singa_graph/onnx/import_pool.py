@@ -43,3 +43,28 @@ def col2im(n):
     block = [int(v) for v in np.asarray(n.const(2)).ravel()]
     return ops.Col2Im(image, block, n.attr("strides"), n.attr("dilations"),
                       n.attr("pads"))(n.t(0))
+
+
+@importer("MaxUnpool")
+def max_unpool(n):
+    """Each value written at its flat index into zeros of the output shape: a ScatterND of
+    the flattened tensors."""
+    from .program import constant
+
+    x, idx = n.t(0), n.t(1)
+    kernel = list(n.attr("kernel_shape"))
+    k = len(kernel)
+    strides = list(n.attr("strides", [1] * k))
+    pads = list(n.attr("pads", [0] * 2 * k))
+    # the indices address the shape the pooling came from; output_shape pads its end
+    shape = x.shape[:2] + tuple((s - 1) * st - pads[i] - pads[k + i] + kk for i, (s, st, kk)
+                                in enumerate(zip(x.shape[2:], strides, kernel)))
+    zeros = constant(np.zeros(int(np.prod(shape)), x.dtype))
+    flat = ops.scatter_nd(zeros, ops.reshape(idx, (idx.size, 1)), ops.reshape(x, (x.size,)))
+    y = ops.reshape(flat, shape)
+    if n.has(2):
+        want = tuple(int(v) for v in np.asarray(n.const(2)).ravel())
+        if want != shape:
+            y = ops.pad(y, "constant", [0] * len(want) + [w - s for w, s in zip(want, shape)],
+                        0)
+    return y
