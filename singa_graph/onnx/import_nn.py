@@ -46,9 +46,15 @@ def _window(n, spatial, kernel):
 def conv(n):
     x, w = n.t(0), n.t(1)
     k = x.ndim - 2
+    kernel = list(w.shape[2:])
+    if k > 2:  # 3-d and beyond: the N-d op
+        strides = list(n.attr("strides", [1] * k))
+        dilations = list(n.attr("dilations", [1] * k))
+        pads = _auto_pads(n, x.shape[2:], kernel, strides, dilations)
+        y = ops.conv_nd(x, w, strides, dilations, pads, n.attr("group", 1))
+        return ops.add(y, ops.reshape(n.t(2), (w.shape[0],) + (1,) * k)) if n.has(2) else y
     if k not in (1, 2):
         n.fail(f"{k}-d convolution")
-    kernel = list(w.shape[2:])
     strides, dilations, pads = _window(n, x.shape[2:], kernel)
     x2, w2 = _as_2d(x, k), _as_2d(w, k)
     b = n.t(2) if n.has(2) else None
@@ -208,7 +214,7 @@ def conv_transpose(n):
     Conv2dGradInput), plus the bias; negative pads become zero padding of the result."""
     x, w = n.t(0), n.t(1)
     k = x.ndim - 2
-    if k not in (1, 2):
+    if k < 1:
         n.fail(f"{k}-d transposed convolution")
     kernel = list(w.shape[2:])
     strides = list(n.attr("strides", [1] * k))
@@ -220,6 +226,12 @@ def conv_transpose(n):
     inner = [max(p, 0) for p in pads]
     sizes = [f - b - e for f, b, e in zip(full, inner[:k], inner[k:])]
     group = n.attr("group", 1)
+    if k > 2:  # the N-d op gives the full output; its pads are cropped here
+        y = ops.conv_transpose_nd(x, w, strides, dilations, group, out_pad)
+        if any(inner):
+            y = ops.slice(y, inner[:k], [b + s for b, s in zip(inner[:k], sizes)],
+                          list(range(2, 2 + k)), [1] * k)
+        return _tconv_tail(n, y, pads, w, group, k)
     x2, w2 = _as_2d(x, k), _as_2d(w, k)
     if k == 1:
         strides, dilations, inner, sizes = ([1] + strides, [1] + dilations,
@@ -228,6 +240,11 @@ def conv_transpose(n):
                             x_shape=(x.shape[0], w.shape[1] * group, *sizes))(x2, w2)
     if k == 1:
         y = ops.reshape(y, y.shape[:2] + (y.shape[3],))
+    return _tconv_tail(n, y, pads, w, group, k)
+
+
+def _tconv_tail(n, y, pads, w, group, k):
+    """Negative pads as zero padding of the result, then the bias."""
     if min(pads) < 0:
         grow = [0, 0] + [max(-p, 0) for p in pads[:k]] + [0, 0] + [max(-p, 0) for p in pads[k:]]
         y = ops.pad(y, "constant", grow)

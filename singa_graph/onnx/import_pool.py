@@ -1,5 +1,6 @@
 """ONNX -> singa_graph: pooling the 2-d pooling ops do not cover (3-d and dilated
-MaxPool/AveragePool, integer MaxPool) and LpPool, as the N-d pooling op."""
+MaxPool/AveragePool, integer MaxPool) and LpPool, as the N-d pooling op; Col2Im; MaxUnpool
+(a ScatterND); CausalConvWithState (Concat, a depthwise convolution, SiLU, Slice)."""
 from __future__ import annotations
 
 import numpy as np
@@ -68,3 +69,29 @@ def max_unpool(n):
             y = ops.pad(y, "constant", [0] * len(want) + [w - s for w, s in zip(want, shape)],
                         0)
     return y
+
+
+@importer("CausalConvWithState")
+def causal_conv_with_state(n):
+    """A depthwise causal 1-d convolution over the past state and the input (Concat and
+    the 2-d convolution with one row), optionally followed by SiLU; the new state is the
+    last ``k - 1`` positions."""
+    from .program import constant
+
+    x, w = n.t(0), n.t(1)  # (B, C, L), (C, 1, k)
+    b, c, length = x.shape
+    k = w.shape[2]
+    if k > 1:
+        past = n.t(3) if n.has(3) else constant(np.zeros((b, c, k - 1), x.dtype))
+        padded = ops.cat([past, x], 2)
+    else:
+        padded = x
+    total = length + k - 1
+    y = ops.conv2d(ops.reshape(padded, (b, c, 1, total)), ops.reshape(w, (c, 1, 1, k)),
+                   n.t(2) if n.has(2) else None, 1, 0, 1, c)
+    y = ops.reshape(y, (b, c, length))
+    if n.attr("activation", "none") in ("silu", "swish"):
+        y = ops.mul(y, ops.sigmoid(y))
+    state = (ops.slice(padded, [total - (k - 1)], [total], [2], [1]) if k > 1
+             else np.zeros((b, c, 0), x.dtype))
+    return [y, state]

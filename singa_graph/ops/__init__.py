@@ -4,6 +4,7 @@ from .activation import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .by_value import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
+from .conv_nd import *  # noqa: F401,F403
 from .dist import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .fused import FusedElementwise  # noqa: F401

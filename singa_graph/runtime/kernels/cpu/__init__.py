@@ -4,6 +4,6 @@ numpy ufunc / BLAS calls where a single compiled library routine already does th
 
 Importing this package registers every CPU kernel.
 """
-from . import (activation, attention, conv, dist, dropout, elementwise,  # noqa: F401
+from . import (activation, attention, conv, conv_nd, dist, dropout, elementwise,  # noqa: F401
                index_nd, integer, layout, linalg, loss, norm, pool, pool_nd, quant, recurrent, reduce,
                resize, sample, shape, update)
