@@ -67,12 +67,10 @@ def _pool(n, is_max):
     k = x.ndim - 2
     kernel = list(n.attr("kernel_shape"))
     if k not in (1, 2) or any(d != 1 for d in n.attr("dilations", [1] * k)) or \
-            x.dtype.kind != "f":
+            x.dtype.kind != "f" or n.n_outputs > 1 or n.attr("storage_order", 0):
         from .import_pool import pool_nd  # 3-d, dilated and integer pooling
 
         return pool_nd(n, "max" if is_max else "avg")
-    if n.attr("storage_order", 0):
-        n.fail("storage_order=1")
     strides, _, pads = _window(n, x.shape[2:], kernel)
     kernel2 = [1] + kernel if k == 1 else kernel
     # ceil_mode keeps a last partial window; the op applies onnxruntime's rule for it
@@ -88,8 +86,6 @@ def _pool(n, is_max):
 
 @importer("MaxPool")
 def max_pool(n):
-    if n.n_outputs > 1:
-        n.fail("the Indices output of MaxPool")
     return _pool(n, True)
 
 

@@ -18,12 +18,12 @@ def pool_nd(n, kind):
     k = len(kernel)
     strides = list(n.attr("strides", [1] * k))
     dilations = list(n.attr("dilations", [1] * k))
-    if n.attr("storage_order", 0):
-        n.fail("storage_order=1")
     pads = _auto_pads(n, x.shape[2:], kernel, strides, dilations)
-    return ops.pool_nd(x, kind, kernel, strides, dilations, pads,
-                       bool(n.attr("ceil_mode", 0)), bool(n.attr("count_include_pad", 0)),
-                       n.attr("p", 2))
+    out = ops.pool_nd(x, kind, kernel, strides, dilations, pads,
+                      bool(n.attr("ceil_mode", 0)), bool(n.attr("count_include_pad", 0)),
+                      n.attr("p", 2), kind == "max" and n.n_outputs > 1,
+                      n.attr("storage_order", 0))
+    return list(out) if isinstance(out, tuple) else out
 
 
 @importer("LpPool")

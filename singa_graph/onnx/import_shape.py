@@ -26,7 +26,9 @@ def reshape_1(n):
 def reshape_5(n):
     shape = [int(s) for s in n.const(1)]
     if n.attr("allowzero", 0) and 0 in shape:
-        n.fail("allowzero=1 with a 0 in the shape")
+        # a literal 0 (so the data is empty): flat first, where only the first entry of
+        # the shape can copy a dimension, and that one is 0
+        return ops.reshape(ops.reshape(n.t(0), (-1,)), shape)
     return ops.reshape(n.t(0), shape)
 
 

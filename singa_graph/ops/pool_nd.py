@@ -41,7 +41,8 @@ class PoolNd(Operation):
     differentiable = False
 
     def __init__(self, kind, kernel, strides=None, dilations=None, pads=None,
-                 ceil_mode=False, count_include_pad=False, p=2):
+                 ceil_mode=False, count_include_pad=False, p=2, indices=False,
+                 storage_order=0):
         if kind not in ("max", "avg", "lp"):
             raise ValueError(f"pool kind must be max, avg or lp, got {kind!r}")
         k = len(kernel)
@@ -52,6 +53,8 @@ class PoolNd(Operation):
         self.pads = tuple(int(v) for v in (pads or [0] * 2 * k))
         self.ceil_mode, self.count_include_pad = bool(ceil_mode), bool(count_include_pad)
         self.p = float(p)
+        self.indices = bool(indices) and kind == "max"  # also the flat argmax (int64)
+        self.storage_order = int(storage_order)  # 1: the indices count column-major
 
     def infer(self, x):
         k = len(self.kernel)
@@ -64,7 +67,8 @@ class PoolNd(Operation):
                for i, (n, kk, s, d) in enumerate(zip(x.shape[2:], self.kernel, self.strides,
                                                      self.dilations))]
         self.out_spatial = tuple(out)
-        return [TensorSpec(x.shape[:2] + tuple(out), x.dtype)]
+        y = TensorSpec(x.shape[:2] + tuple(out), x.dtype)
+        return [y, TensorSpec(y.shape, np.int64)] if self.indices else [y]
 
     def padded_shape(self, shape) -> tuple:
         """The input padded by ``pads`` and by what the last (ceil mode) windows need."""
@@ -97,8 +101,11 @@ class PoolNd(Operation):
 
 
 def pool_nd(x, kind, kernel, strides=None, dilations=None, pads=None, ceil_mode=False,
-            count_include_pad=False, p=2):
-    return PoolNd(kind, kernel, strides, dilations, pads, ceil_mode, count_include_pad, p)(x)
+            count_include_pad=False, p=2, indices=False, storage_order=0):
+    """N-d pooling; with ``indices`` (max only) also the flat index of each maximum in
+    ``x`` (the first one among equals; spatial axes column-major with ``storage_order``)."""
+    return PoolNd(kind, kernel, strides, dilations, pads, ceil_mode, count_include_pad, p,
+                  indices, storage_order)(x)
 
 
 class Col2Im(Operation):

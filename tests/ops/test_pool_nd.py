@@ -50,3 +50,14 @@ def test_col2im_matches_pytorch_fold():
                  stride=(2, 1)).numpy()
     got = eager(lambda t: ops.Col2Im((5, 7), (2, 3), (2, 1), (1, 2), (1, 0, 1, 0))(t), x)
     np.testing.assert_allclose(got, ref, rtol=1e-12)
+
+
+def test_max_pool_indices_match_pytorch():
+    x = np.random.default_rng(5).standard_normal((2, 3, 7, 6)).astype(np.float32)
+    ref, ref_i = F.max_pool2d(torch.from_numpy(x), 3, 2, 1, dilation=1, return_indices=True)
+    y, i = eager(lambda t: ops.pool_nd(t, "max", (3, 3), (2, 2), None, [1] * 4,
+                                       indices=True), x)
+    np.testing.assert_array_equal(y, ref.numpy())
+    plane = 7 * 6  # PyTorch counts within each plane; ONNX across the whole tensor
+    base = (np.arange(6) * plane).reshape(2, 3, 1, 1)
+    np.testing.assert_array_equal(i, ref_i.numpy() + base)
