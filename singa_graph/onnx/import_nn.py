@@ -113,7 +113,7 @@ def global_max_pool(n):
 @importer("BatchNormalization")
 def batch_norm(n):
     if n.attr("training_mode", 0) or n.n_outputs > 1:
-        n.fail("training-mode BatchNormalization outputs")
+        return _batch_norm_training(n)
     x = n.t(0)
     scale, bias = n.t(1), n.t(2)
     mean, var = n.buffer(3), n.buffer(4)
@@ -247,3 +247,27 @@ def _tconv_tail(n, y, pads, w, group, k):
     if n.has(2):
         y = ops.add(y, ops.reshape(n.t(2), (w.shape[1] * group,) + (1,) * k))
     return y
+
+
+def _batch_norm_training(n):
+    """ONNX's training-mode BatchNormalization with its running-statistics outputs,
+    composed: batch mean and (biased) variance over all axes but 1, the normalisation, and
+    ``running * momentum + batch * (1 - momentum)``."""
+    from .program import scalar_like
+
+    x = n.t(0)
+    axes = tuple(a for a in range(x.ndim) if a != 1)
+    chan = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    mean = ops.mean(x, axes, True)
+    centred = ops.sub(x, mean)
+    var = ops.mean(ops.mul(centred, centred), axes, True)
+    eps = scalar_like(n.attr("epsilon", 1e-5), x)
+    y = ops.div(centred, ops.sqrt(ops.add(var, eps)))
+    y = ops.add(ops.mul(y, ops.reshape(n.t(1), chan)), ops.reshape(n.t(2), chan))
+    mom = float(n.attr("momentum", 0.9))
+    outs = [y]
+    for i, batch in ((3, mean), (4, var)):
+        run = ops.mul(n.t(i), scalar_like(mom, x))
+        outs.append(ops.add(run, ops.mul(ops.reshape(batch, (x.shape[1],)),
+                                         scalar_like(1 - mom, x))))
+    return outs
