@@ -167,3 +167,16 @@ def affine_grid(n):
     g = ops.matmul(theta, constant(base))  # (N, k, points)
     g = ops.transpose(g, (0, 2, 1))
     return ops.reshape(g, (size[0], *spatial, len(spatial)))
+
+
+@importer("RoiAlign")
+def roi_align(n):
+    x = n.t(0)
+    rois = n.t(1)
+    if rois.dtype != x.dtype:
+        rois = ops.cast(rois, x.dtype)
+    half = n.attr("coordinate_transformation_mode", "half_pixel") == "half_pixel"
+    op = ops.RoiAlign(n.attr("output_height", 1), n.attr("output_width", 1),
+                      n.attr("sampling_ratio", 0), n.attr("spatial_scale", 1.0),
+                      n.attr("mode", "avg"), half if n.opset >= 16 else False)
+    return op(x, rois, n.t(2))

@@ -33,3 +33,14 @@ def test_3d_trilinear_matches_pytorch():
                         align_corners=False).numpy()
     got = eager(lambda a, g: ops.grid_sample(a, g, "linear", "border"), x, grid)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_roi_align_average_equals_mean_of_bilinear_samples():
+    # one bin, 2x2 samples per side at the bin's quarter points: plain bilinear reads
+    x = np.arange(1 * 1 * 4 * 5, dtype=np.float64).reshape(1, 1, 4, 5)  # x = 5*row + col
+    rois = np.array([[0.5, 0.5, 2.5, 2.5]])
+    y = eager(lambda a, r, b: ops.RoiAlign(1, 1, 2, 1.0, "avg", True)(a, r, b), x, rois,
+              np.zeros(1, np.int64))
+    # half_pixel: the region is [0, 2] in pixel centres; samples at 0.5 and 1.5 per axis
+    pts = [5 * r + c for r in (0.5, 1.5) for c in (0.5, 1.5)]  # bilinear of a linear map
+    np.testing.assert_allclose(y.ravel(), [np.mean(pts)])

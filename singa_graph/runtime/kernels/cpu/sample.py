@@ -119,3 +119,67 @@ def grid_sample(op, ins, outs):
     y3 = y.reshape(n, c, -1)
     mode, pad = MODES.index(op.mode), PADDINGS.index(op.padding_mode)
     return lambda: _grid_sample(x3, dims, strides, g3, y3, mode, pad, op.align_corners)
+
+
+@njit(cache=True)
+def _roi_align(x, rois, batch, y, scale, ratio, is_max, half):
+    _, c_, h_, w_ = x.shape
+    r_, _, ph_, pw_ = y.shape
+    off = 0.5 if half else 0.0
+    for r in range(r_):
+        b = batch[r]
+        x0 = rois[r, 0] * scale - off
+        y0 = rois[r, 1] * scale - off
+        rw = rois[r, 2] * scale - off - x0
+        rh = rois[r, 3] * scale - off - y0
+        if not half:  # malformed regions become 1x1
+            rw, rh = max(rw, 1.0), max(rh, 1.0)
+        bh, bw = rh / ph_, rw / pw_
+        gh = ratio if ratio > 0 else int(math.ceil(rh / ph_))
+        gw = ratio if ratio > 0 else int(math.ceil(rw / pw_))
+        count = max(gh * gw, 1)
+        for ph in range(ph_):
+            for pw in range(pw_):
+                for ch in range(c_):
+                    acc = 0.0
+                    first = True
+                    for iy in range(gh):
+                        yy = y0 + ph * bh + (iy + 0.5) * bh / gh
+                        for ix in range(gw):
+                            xx = x0 + pw * bw + (ix + 0.5) * bw / gw
+                            if yy < -1.0 or yy > h_ or xx < -1.0 or xx > w_:
+                                v = 0.0
+                            else:
+                                sy, sx = max(yy, 0.0), max(xx, 0.0)
+                                yl, xl = int(sy), int(sx)
+                                if yl >= h_ - 1:
+                                    yl = yh = h_ - 1
+                                    sy = float(yl)
+                                else:
+                                    yh = yl + 1
+                                if xl >= w_ - 1:
+                                    xl = xh = w_ - 1
+                                    sx = float(xl)
+                                else:
+                                    xh = xl + 1
+                                ly, lx = sy - yl, sx - xl
+                                hy, hx = 1.0 - ly, 1.0 - lx
+                                a = hy * hx * x[b, ch, yl, xl]
+                                bb = hy * lx * x[b, ch, yl, xh]
+                                cc = ly * hx * x[b, ch, yh, xl]
+                                d = ly * lx * x[b, ch, yh, xh]
+                                v = a + bb + cc + d if not is_max else max(max(a, bb),
+                                                                           max(cc, d))
+                            if is_max:
+                                acc = v if first else max(acc, v)
+                                first = False
+                            else:
+                                acc += v
+                    y[r, ch, ph, pw] = acc if is_max else acc / count
+
+
+@kernel("RoiAlign")
+def roi_align(op, ins, outs):
+    (x, rois, batch), (y,) = ins, outs
+    return lambda: _roi_align(x, rois, batch, y, op.spatial_scale, op.sampling_ratio,
+                              op.mode == "max", op.half_pixel)
