@@ -1,4 +1,5 @@
-"""ONNX -> singa_graph: newer ops that are exact compositions of library ops: SwiGLU
+"""ONNX -> singa_graph: newer ops that are exact compositions of library ops: SwiGLU,
+RotaryEmbedding
 (``a * sigmoid(alpha * a) * b``) and TensorScatter (a ScatterND writing ``update`` into a
 cache at per-batch positions, wrapping around in circular mode)."""
 from __future__ import annotations
@@ -42,3 +43,42 @@ def tensor_scatter(n):
     index = ops.cat([constant(np.ascontiguousarray(lead)), ops.reshape(pos, shape + (1,))],
                     -1)
     return ops.scatter_nd(cache, index, update)
+
+
+@importer("RotaryEmbedding")
+def rotary_embedding(n):
+    """Rotate pairs of features by the cached cos/sin of each position: Slice, Take,
+    Mul/Add/Sub and Concat, halves or interleaved pairs as ONNX specifies."""
+    x, cos, sin = n.t(0), n.t(1), n.t(2)
+    shape = x.shape
+    if x.ndim == 4:  # (B, heads, S, H) -> (B, S, heads, H)
+        x = ops.transpose(x, (0, 2, 1, 3))
+    else:
+        heads = n.attr("num_heads", 0)
+        x = ops.reshape(x, shape[:2] + (heads, shape[2] // heads))
+    b, s, h, d = x.shape
+    rot = n.attr("rotary_embedding_dim", 0) or d
+    if n.has(3):  # per-position rows of the caches
+        pos = n.t(3)
+        cos, sin = ops.take(cos, pos, 0), ops.take(sin, pos, 0)
+    cos = ops.reshape(cos, (cos.shape[0], s, 1, rot // 2))
+    sin = ops.reshape(sin, (sin.shape[0], s, 1, rot // 2))
+    part = ops.slice(x, [0], [rot], [3], [1]) if rot < d else x
+    if n.attr("interleaved", 0):
+        x1 = ops.slice(part, [0], [rot], [3], [2])
+        x2 = ops.slice(part, [1], [rot], [3], [2])
+    else:
+        x1, x2 = ops.split(part, 3, [rot // 2, rot // 2])
+    real = ops.sub(ops.mul(cos, x1), ops.mul(sin, x2))
+    imag = ops.add(ops.mul(sin, x1), ops.mul(cos, x2))
+    if n.attr("interleaved", 0):
+        pairs = ops.cat([ops.reshape(real, real.shape + (1,)),
+                         ops.reshape(imag, imag.shape + (1,))], 4)
+        turned = ops.reshape(pairs, (b, s, h, rot))
+    else:
+        turned = ops.cat([real, imag], 3)
+    if rot < d:
+        turned = ops.cat([turned, ops.slice(x, [rot], [d], [3], [1])], 3)
+    if len(shape) == 4:
+        return ops.transpose(turned, (0, 2, 1, 3))
+    return ops.reshape(turned, shape)
