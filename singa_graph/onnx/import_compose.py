@@ -1,7 +1,7 @@
-"""ONNX -> singa_graph: newer ops that are exact compositions of library ops: SwiGLU,
-RotaryEmbedding
-(``a * sigmoid(alpha * a) * b``) and TensorScatter (a ScatterND writing ``update`` into a
-cache at per-batch positions, wrapping around in circular mode)."""
+"""ONNX -> singa_graph: newer ops that are exact compositions of library ops: SwiGLU
+(``a * sigmoid(alpha * a) * b``), RotaryEmbedding (pairs of features rotated by cached
+cos/sin) and TensorScatter (a ScatterND writing ``update`` into a cache at per-batch
+positions, wrapping around in circular mode)."""
 from __future__ import annotations
 
 import numpy as np
