@@ -1,7 +1,8 @@
 """ONNX -> singa_graph: newer ops that are exact compositions of library ops: SwiGLU
 (``a * sigmoid(alpha * a) * b``), RotaryEmbedding (pairs of features rotated by cached
-cos/sin) and TensorScatter (a ScatterND writing ``update`` into a cache at per-batch
-positions, wrapping around in circular mode)."""
+cos/sin), TensorScatter (a ScatterND writing ``update`` into a cache at per-batch
+positions, wrapping around in circular mode) and LinearAttention (its recurrence unrolled
+over the static sequence length)."""
 from __future__ import annotations
 
 import numpy as np
@@ -82,3 +83,67 @@ def rotary_embedding(n):
     if len(shape) == 4:
         return ops.transpose(turned, (0, 2, 1, 3))
     return ops.reshape(turned, shape)
+
+
+def _heads(x, h):
+    """(B, T, h*D) -> (B, h, T, D)."""
+    b, t, hd = x.shape
+    return ops.transpose(ops.reshape(x, (b, t, h, hd // h)), (0, 2, 1, 3))
+
+
+@importer("LinearAttention")
+def linear_attention(n):
+    """The recurrence of ONNX's LinearAttention unrolled over the (static) sequence: per
+    step an optional decay of the state, an optional delta correction, the outer-product
+    write and the read by the queries (kv heads repeated for grouped queries), all as
+    MatMul/Mul/Exp in float32."""
+    f32 = np.dtype(np.float32)
+
+    def t32(i):
+        x = n.t(i)
+        return x if x.dtype == f32 else ops.cast(x, f32)
+
+    hq, hk = n.attr("q_num_heads"), n.attr("kv_num_heads")
+    rule = n.attr("update_rule", "gated_delta")
+    gating, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    out_dtype = n.t(0).dtype
+    q, k, v = _heads(t32(0), hq), _heads(t32(1), hk), _heads(t32(2), hk)
+    b, _, t, dk = q.shape
+    dv = v.shape[3]
+    group = hq // hk
+    if n.has(3):
+        state = t32(3)
+        state_dtype = n.t(3).dtype
+    else:
+        state = constant(np.zeros((b, hk, dk, dv), np.float32))
+        state_dtype = out_dtype
+    if gating:
+        g = t32(4)
+        g = (ops.transpose(ops.reshape(g, (b, t, hk, 1)), (0, 2, 1, 3)) if g.shape[2] == hk
+             else _heads(g, hk))  # (B, H_kv, T, 1 or d_k)
+    if delta:
+        beta = t32(5)
+        beta = ops.transpose(ops.reshape(beta, (b, t, beta.shape[2], 1)), (0, 2, 1, 3))
+    scale = n.attr("scale", 0.0) or 1.0 / np.sqrt(dk)
+    step = lambda x, i: ops.slice(x, [i], [i + 1], [2], [1])  # noqa: E731
+    outs = []
+    for i in range(t):
+        q_t, k_t, v_t = step(q, i), step(k, i), step(v, i)  # (B, H, 1, D)
+        if gating:  # state *= exp(g_t) along d_k
+            state = ops.mul(state, ops.transpose(ops.exp(step(g, i)), (0, 1, 3, 2)))
+        if delta:  # v_t = beta_t * (v_t - k_t @ state)
+            v_t = ops.mul(step(beta, i), ops.sub(v_t, ops.matmul(k_t, state)))
+        state = ops.add(state, ops.matmul(ops.transpose(k_t, (0, 1, 3, 2)), v_t))
+        read = state
+        if group > 1:
+            read = ops.reshape(ops.broadcast_to(ops.reshape(state, (b, hk, 1, dk, dv)),
+                                                (b, hk, group, dk, dv)), (b, hq, dk, dv))
+        outs.append(ops.matmul(q_t, read))
+    y = ops.cat(outs, 2) if len(outs) > 1 else outs[0]
+    y = ops.mul(y, constant(np.asarray(scale, np.float32)))
+    y = ops.reshape(ops.transpose(y, (0, 2, 1, 3)), (b, t, hq * dv))
+    if out_dtype != f32:
+        y = ops.cast(y, out_dtype)
+    if state_dtype != f32:
+        state = ops.cast(state, state_dtype)
+    return [y, state]
