@@ -72,3 +72,8 @@ def center_crop_pad(n):
             pads[a], pads[y.ndim + a] = begin, want - have - begin
             y = ops.pad(y, "constant", pads, 0)
     return y if y is not x else ops.identity(x)
+
+
+@importer("Det")
+def det(n):
+    return ops.det(n.t(0))

@@ -1,5 +1,5 @@
 """Indexing by tuples and sorting-like ops (ONNX): GatherND, ScatterND (with its
-reductions), TopK, CumProd and ReverseSequence.
+reductions), TopK, CumProd and ReverseSequence; and Det.
 
 None of them has a gradient here: GatherND/ScatterND and TopK move values by run-time
 indices (their gradients would be scatters of the upstream gradient, not built yet),
@@ -15,8 +15,8 @@ from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
 from ._util import norm_axes
 
-__all__ = ["GatherND", "ScatterND", "TopK", "CumProd", "ReverseSequence", "gather_nd",
-           "scatter_nd", "topk", "cumprod", "reverse_sequence"]
+__all__ = ["GatherND", "ScatterND", "TopK", "CumProd", "ReverseSequence", "Det",
+           "gather_nd", "scatter_nd", "topk", "cumprod", "reverse_sequence", "det"]
 
 REDUCTIONS = ("none", "add", "mul", "max", "min")
 
@@ -134,3 +134,21 @@ def cumprod(x, axis=0, exclusive=False, reverse=False):
 
 def reverse_sequence(x, lengths, batch_axis=1, time_axis=0):
     return ReverseSequence(batch_axis, time_axis)(x, lengths)
+
+
+class Det(Operation):
+    """Determinants of the square matrices in the last two axes (LU with partial
+    pivoting). Not differentiable here (d det / dA = det * A^-T is not built)."""
+
+    differentiable = False
+
+    def infer(self, x):
+        if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+            raise ShapeError(f"Det needs square matrices in the last two axes, got {x.shape}")
+        if x.dtype.kind != "f":
+            raise DTypeError(f"Det of {x.dtype}: a floating dtype is required")
+        return [TensorSpec(x.shape[:-2], x.dtype)]
+
+
+def det(x):
+    return Det()(x)

@@ -79,3 +79,9 @@ def test_value_dependent_ops_refuse_symbolic_inputs():
 
     with pytest.raises(ShapeError, match="depends on the values"):
         ops.unique(Placeholder((3,), np.float32))
+
+
+def test_det_matches_numpy():
+    x = np.random.default_rng(6).standard_normal((2, 3, 4, 4))
+    x[0, 1, 2] = x[0, 1, 0]  # a singular one
+    np.testing.assert_allclose(eager(ops.det, x), np.linalg.det(x), rtol=1e-10, atol=1e-12)

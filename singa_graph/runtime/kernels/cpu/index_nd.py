@@ -1,11 +1,13 @@
 """GatherND, ScatterND, TopK, CumProd, ReverseSequence: numpy indexing, ``ufunc.at`` for
 the scatter reductions, a stable argsort for TopK (ties keep the lower index first) and
-``cumprod`` over (possibly reversed) views."""
+``cumprod`` over (possibly reversed) views; Det by LU in a Numba loop over float64
+workspace."""
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
-from ...registry import kernel
+from ...registry import carve, carved_bytes, kernel
 
 _AT = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
@@ -115,3 +117,47 @@ def unique(op, ins, outs):
 def non_max_suppression(op, ins, outs):
     (boxes, scores), (y,) = ins, outs
     return lambda: np.copyto(y, op.select(boxes, scores))
+
+
+@njit(cache=True)
+def _det(a, out):
+    """``out[i] = det(a[i])`` by LU with partial pivoting, in place in ``a``."""
+    m, n = a.shape[0], a.shape[1]
+    for i in range(m):
+        d = 1.0
+        for c in range(n):
+            p = c
+            for r in range(c + 1, n):
+                if abs(a[i, r, c]) > abs(a[i, p, c]):
+                    p = r
+            if a[i, p, c] == 0.0:
+                d = 0.0
+                break
+            if p != c:
+                for j in range(n):
+                    a[i, c, j], a[i, p, j] = a[i, p, j], a[i, c, j]
+                d = -d
+            d *= a[i, c, c]
+            for r in range(c + 1, n):
+                f = a[i, r, c] / a[i, c, c]
+                for j in range(c + 1, n):
+                    a[i, r, j] -= f * a[i, c, j]
+        out[i] = d
+
+
+def _det_spec(op, ins, outs):
+    return [(tuple(ins[0].shape), np.float64), (tuple(outs[0].shape), np.float64)]
+
+
+@kernel("Det", workspace=lambda op, ins, outs: carved_bytes(*_det_spec(op, ins, outs)))
+def det(op, ins, outs, ws):
+    (x,), (y,) = ins, outs
+    a, d = carve(ws, *_det_spec(op, ins, outs))
+    n = x.shape[-1]
+    a3, d1 = a.reshape(-1, n, n), d.reshape(-1)
+
+    def step():
+        np.copyto(a, x)
+        _det(a3, d1)
+        np.copyto(y, d)
+    return step
