@@ -61,3 +61,4 @@ def test_max_pool_indices_match_pytorch():
     plane = 7 * 6  # PyTorch counts within each plane; ONNX across the whole tensor
     base = (np.arange(6) * plane).reshape(2, 3, 1, 1)
     np.testing.assert_array_equal(i, ref_i.numpy() + base)
+
