@@ -1,4 +1,4 @@
-"""ONNX -> singa_graph: convolution, pooling, normalisation, matrix products, dropout."""
+"""ONNX -> singa_graph: convolution (1-d to 3-d, deformable), pooling, normalisation, matrix products, dropout."""
 from __future__ import annotations
 
 import math
@@ -271,3 +271,20 @@ def _batch_norm_training(n):
         outs.append(ops.add(run, ops.mul(ops.reshape(batch, (x.shape[1],)),
                                          scalar_like(1 - mom, x))))
     return outs
+
+
+@importer("DeformConv")
+def deform_conv(n):
+    from .program import constant
+
+    x, w, off = n.t(0), n.t(1), n.t(2)
+    k = x.ndim - 2
+    if k != 2:
+        n.fail(f"{k}-d DeformConv")
+    taps = w.shape[2] * w.shape[3]
+    og = n.attr("offset_group", 1)
+    mask = n.t(4) if n.has(4) else constant(np.ones((x.shape[0], og * taps) + off.shape[2:],
+                                                    x.dtype))
+    y = ops.DeformConv(n.attr("strides", [1, 1]), n.attr("dilations", [1, 1]),
+                       n.attr("pads", [0] * 4), n.attr("group", 1), og)(x, w, off, mask)
+    return ops.add(y, ops.reshape(n.t(3), (w.shape[0], 1, 1))) if n.has(3) else y

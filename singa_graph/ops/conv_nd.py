@@ -16,7 +16,7 @@ from ..ir.tensor import TensorSpec
 from ._util import need_float, same_dtype
 from .pool_nd import window_count
 
-__all__ = ["ConvNd", "ConvTransposeNd", "conv_nd", "conv_transpose_nd"]
+__all__ = ["ConvNd", "ConvTransposeNd", "DeformConv", "conv_nd", "conv_transpose_nd"]
 
 
 class _Nd(Operation):
@@ -73,3 +73,29 @@ def conv_nd(x, w, strides, dilations, pads, groups=1):
 
 def conv_transpose_nd(x, w, strides, dilations, groups=1, output_padding=None):
     return ConvTransposeNd(strides, dilations, None, groups, output_padding)(x, w)
+
+
+class DeformConv(_Nd):
+    """2-d deformable convolution (ONNX DeformConv): each kernel tap reads the input
+    bilinearly (zero outside) at its place moved by ``offset (N, offset_group * 2 * kh * kw,
+    oh, ow)`` and weighted by ``mask`` (ones when absent), then the taps are combined as in
+    a grouped convolution. Inputs ``(x, w, offset, mask)``; the bias is added by the
+    importer."""
+
+    def __init__(self, strides, dilations, pads=None, groups=1, offset_groups=1):
+        super().__init__(strides, dilations, pads, groups)
+        self.offset_groups = int(offset_groups)
+
+    def infer(self, x, w, offset, mask):
+        need_float(x, w, offset, mask)
+        if x.ndim != 4 or w.ndim != 4 or x.shape[1] != w.shape[1] * self.groups:
+            raise ShapeError(f"DeformConv of {x.shape} with weight {w.shape}")
+        out = tuple(window_count(n, kk, s, d, self.pads[i], self.pads[2 + i], False)
+                    for i, (n, kk, s, d) in enumerate(zip(x.shape[2:], w.shape[2:],
+                                                          self.strides, self.dilations)))
+        taps = w.shape[2] * w.shape[3]
+        want = (x.shape[0], self.offset_groups * 2 * taps) + out
+        if offset.shape != want or mask.shape != (x.shape[0], self.offset_groups * taps) + out:
+            raise ShapeError(f"DeformConv: offset {offset.shape} (expected {want}) or mask "
+                             f"{mask.shape} do not fit")
+        return [TensorSpec((x.shape[0], w.shape[0]) + out, x.dtype)]

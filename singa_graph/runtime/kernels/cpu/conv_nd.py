@@ -1,9 +1,13 @@
 """N-d convolution: im2col from strided views of the input padded into workspace, then one
 numpy matmul per group (BLAS for float32/float64); the transposed convolution runs the
-product first and adds the columns back (col2im) over the same strided views."""
+product first and adds the columns back (col2im) over the same strided views. DeformConv
+samples its columns bilinearly at the offset taps (a Numba loop), then multiplies."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from numba import njit, prange
 
 from ...registry import carve, carved_bytes, kernel
 
@@ -83,4 +87,62 @@ def conv_transpose_nd(op, ins, outs, ws):
         y.fill(0)
         for dst, src in zip(dsts, srcs):
             np.add(dst, src, out=dst)
+    return step
+
+
+@njit(cache=True, parallel=True)
+def _deform_cols(x, offset, mask, cols, sh, sw, dh, dw, ph, pw, kh_, kw_, og_):
+    n_, c_, h_, w_ = x.shape
+    oh_, ow_ = offset.shape[2], offset.shape[3]
+    per_og = c_ // og_
+    taps = kh_ * kw_
+    for nc in prange(n_ * c_):
+        n = nc // c_
+        c = nc % c_
+        g = c // per_og
+        for t in range(taps):
+            ki, kj = t // kw_, t % kw_
+            for i in range(oh_):
+                for j in range(ow_):
+                    y = -ph + i * sh + ki * dh + offset[n, (g * taps + t) * 2, i, j]
+                    xx = -pw + j * sw + kj * dw + offset[n, (g * taps + t) * 2 + 1, i, j]
+                    y0, x0 = int(math.floor(y)), int(math.floor(xx))
+                    ly, lx = y - y0, xx - x0
+                    v = 0.0
+                    for a in range(2):
+                        yy = y0 + a
+                        if yy < 0 or yy >= h_:
+                            continue
+                        wy = ly if a else 1.0 - ly
+                        for b in range(2):
+                            xb = x0 + b
+                            if xb < 0 or xb >= w_:
+                                continue
+                            v += wy * (lx if b else 1.0 - lx) * x[n, c, yy, xb]
+                    cols[n, c, t, i * ow_ + j] = v * mask[n, g * taps + t, i, j]
+
+
+def _deform_specs(op, ins, outs):
+    x, w = ins[0], ins[1]
+    y = outs[0]
+    return [((x.shape[0], x.shape[1], w.shape[2] * w.shape[3],
+              int(np.prod(y.shape[2:]))), x.dtype)]
+
+
+@kernel("DeformConv",
+        workspace=lambda op, ins, outs: carved_bytes(*_deform_specs(op, ins, outs)))
+def deform_conv(op, ins, outs, ws):
+    (x, w, offset, mask), (y,) = ins, outs
+    (cols,) = carve(ws, *_deform_specs(op, ins, outs))
+    g = op.groups
+    n, c = x.shape[:2]
+    wr = w.reshape(g, w.shape[0] // g, -1)
+    colsr = cols.reshape(n, g, (c // g) * w.shape[2] * w.shape[3], -1)
+    yr = y.reshape(n, g, w.shape[0] // g, -1)
+    (sh, sw), (dh, dw) = op.strides, op.dilations
+
+    def step():
+        _deform_cols(x, offset, mask, cols, sh, sw, dh, dw, op.pads[0], op.pads[1],
+                     w.shape[2], w.shape[3], op.offset_groups)
+        np.matmul(wr, colsr, out=yr)
     return step
