@@ -1,4 +1,5 @@
-"""ONNX -> singa_graph: convolution (1-d to 3-d, deformable), pooling, normalisation, matrix products, dropout."""
+"""ONNX -> singa_graph: convolution (1-d to 3-d, deformable), pooling, normalisation, matrix
+products, dropout."""
 from __future__ import annotations
 
 import math
