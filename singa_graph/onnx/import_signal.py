@@ -1,8 +1,9 @@
 """ONNX -> singa_graph: signal processing. DFT and STFT are real-linear maps of the
 real-represented signal, so each imports as one fixed matrix applied along an axis
 (:class:`singa_graph.ops.AxisMatmul`, built here with numpy's FFT of the unit vectors);
-their gradients are the transposed maps. GridSample is the op of that name. The window functions, MelWeightMatrix and EyeLike
-depend on sizes only: their values are computed while building, as Range's are.
+their gradients are the transposed maps. GridSample, AffineGrid and RoiAlign sample
+images. The window functions, MelWeightMatrix and EyeLike depend on sizes only: their
+values are computed while building, as Range's are.
 """
 from __future__ import annotations
 

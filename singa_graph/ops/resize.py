@@ -80,8 +80,9 @@ def _coeffs(mode, ratio, scale, antialias, cubic_a, nearest):
     return c / c.sum()
 
 
-def axis_weights(n_in, n_out, scale, mode="nearest", coord="half_pixel", nearest="round_prefer_floor",
-                 cubic_a=-0.75, antialias=False, exclude_outside=False, roi=(0.0, 1.0)):
+def axis_weights(n_in, n_out, scale, mode="nearest", coord="half_pixel",
+                 nearest="round_prefer_floor", cubic_a=-0.75, antialias=False,
+                 exclude_outside=False, roi=(0.0, 1.0)):
     """``(W, outside)``: the ``(n_out, n_in)`` float64 matrix resizing one axis, and the
     boolean rows that take the extrapolation value (or None)."""
     y = np.arange(n_out, dtype=np.float64)

@@ -1,9 +1,10 @@
-"""GridSample and RoiAlign. GridSample (ONNX, PyTorch's ``grid_sample``): values of an ``(N, C, *spatial)`` input at
-the normalised coordinates of a grid ``(N, *out_spatial, k)``, with nearest, linear or cubic
-interpolation and zeros, border or reflection padding, over any number of spatial axes.
+"""GridSample and RoiAlign. GridSample (ONNX, PyTorch's ``grid_sample``): values of an
+``(N, C, *spatial)`` input at the normalised coordinates of a grid ``(N, *out_spatial,
+k)``, with nearest, linear or cubic interpolation and zeros, border or reflection padding,
+over any number of spatial axes. RoiAlign: see its class.
 
-Not differentiable here (imported inference graphs use it; its gradient with respect to
-the grid is piecewise and not built).
+Neither is differentiable here (imported inference graphs use them; GridSample's gradient
+with respect to the grid is piecewise and not built).
 """
 from __future__ import annotations
 
