@@ -10,7 +10,7 @@ from ..zoo import _Classifier
 from . import (import_activation, import_by_value, import_compose,  # noqa: F401
                import_index, import_index_nd, import_integer, import_logic, import_loss,
                import_math, import_nn, import_norm, import_pool, import_quant, import_rnn,
-               import_shape, import_signal)  # (fill the tables)
+               import_shape, import_signal, import_training)  # (fill the tables)
 from .program import Program, read_model
 
 

@@ -96,6 +96,7 @@ class Program:
         self.model = model
         self.graph = model.graph
         self.opset = default_opset(model)
+        self.opsets = {imp.domain: int(imp.version) for imp in model.opset_import}
         try:
             self.initializers = {t.name: numpy_helper.to_array(t) for t in self.graph.initializer}
         except Exception as e:
@@ -147,14 +148,21 @@ class Program:
         static = self.static_nodes(static_inputs)
         missing: Counter = Counter()
         for i, n in enumerate(self.graph.node):
-            if n.domain not in ("", "ai.onnx"):
-                missing[f"{n.domain}.{n.op_type}"] += 1
-            elif i not in static and find_importer(n.op_type, self.opset) is None:
-                missing[n.op_type] += 1
+            if i not in static and self.importer_of(n) is None:
+                missing[n.op_type if n.domain in ("", "ai.onnx")
+                        else f"{n.domain}.{n.op_type}"] += 1
         if missing:
             listed = ", ".join(f"{k} (x{v})" if v > 1 else k for k, v in sorted(missing.items()))
             raise UnsupportedOpError(f"the model uses {len(missing)} op type(s) that "
                                      f"singa_graph cannot import yet: {listed}")
+
+    def importer_of(self, proto):
+        """The import function of a node (of any domain the model imports), or None."""
+        if proto.domain in ("", "ai.onnx"):
+            return find_importer(proto.op_type, self.opset)
+        if proto.domain not in self.opsets:
+            return None
+        return find_importer(proto.op_type, self.opsets[proto.domain], proto.domain)
 
     # ------------------------------------------------------------------ tracing
     def trace(self, feeds: dict, store, training: bool = False, last_layers=None,
@@ -175,7 +183,7 @@ class Program:
                 values = self._fold(proto, env)
             else:
                 node = NodeView(proto, env, self, store, training)
-                fn = find_importer(proto.op_type, self.opset)
+                fn = self.importer_of(proto)
                 where = f"ONNX node {proto.name or proto.op_type!r} ({proto.op_type})"
                 try:
                     values = fn(node)
@@ -216,7 +224,7 @@ class Program:
             [helper.make_tensor_value_info(x, helper.np_dtype_to_tensor_dtype(vals[x].dtype),
                                            vals[x].shape) for x in ins],
             [helper.make_empty_tensor_value_info(o) for o in proto.output if o])
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
+        m = helper.make_model(graph, opset_imports=list(self.model.opset_import))
         try:
             out = ReferenceEvaluator(m).run(None, vals)
         except Exception as e:
