@@ -2,7 +2,8 @@
 NonMaxSuppression). Plans have static shapes, so their data inputs must be known while
 building: a fed input then compiles a plan per distinct value (the backend marks it), and
 the op runs its own kernel on it while tracing. A value computed inside the graph at run
-time is refused with a GraphError that names it."""
+time is refused with a GraphError that names it. TfIdfVectorizer (integer tokens) counts
+its n-grams on the host as well."""
 from __future__ import annotations
 
 import numpy as np
@@ -40,3 +41,22 @@ def non_max_suppression(n):
     y = ops.non_max_suppression(boxes, scores, _scalar(n, 2, 0, int), _scalar(n, 3, 0.0),
                                 _scalar(n, 4, None), bool(n.attr("center_point_box", 0)))
     return y.data
+
+
+@importer("TfIdfVectorizer")
+def tfidf_vectorizer(n):
+    pool = n.attr("pool_int64s")
+    if pool is None:
+        n.fail("string n-grams (pool_strings)")
+    starts = list(n.attr("ngram_counts")) + [len(pool)]
+    indexes = list(n.attr("ngram_indexes"))
+    lo, hi = n.attr("min_gram_length"), n.attr("max_gram_length")
+    grams, gid = {}, 0
+    for size, (a, b) in enumerate(zip(starts[:-1], starts[1:]), start=1):
+        for j in range(a, b, size):
+            if lo <= size <= hi:
+                grams[tuple(int(v) for v in pool[j:j + size])] = indexes[gid]
+            gid += 1
+    op = ops.TfIdfVectorizer(grams, max(indexes) + 1, lo, hi, n.attr("max_skip_count", 0),
+                             n.attr("mode", "TF"), n.attr("weights"))
+    return op(n.t(0))

@@ -1,7 +1,9 @@
 """Ops whose output shapes depend on input *values*: Unique and NonMaxSuppression (as
 NonZero in :mod:`.indexing`). They run on concrete tensors only; plans have static shapes,
 so an imported model feeds them values known while building (the ONNX backend compiles a
-plan per distinct value of such an input). Not differentiable.
+plan per distinct value of such an input). Not differentiable. TfIdfVectorizer, whose
+output shape is fixed but whose counting walks token sequences, runs its loop on the host
+too.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
 from .indexing import _concrete
 
-__all__ = ["Unique", "NonMaxSuppression", "unique", "non_max_suppression", "unique_values",
+__all__ = ["Unique", "NonMaxSuppression", "TfIdfVectorizer", "unique", "non_max_suppression", "unique_values",
            "nms_indices"]
 
 
@@ -119,3 +121,56 @@ def non_max_suppression(boxes, scores, max_per_class=0, iou_threshold=0.0,
                         score_threshold=None, center_point_box=False):
     return NonMaxSuppression(max_per_class, iou_threshold, score_threshold,
                              center_point_box)(boxes, scores)
+
+
+class TfIdfVectorizer(Operation):
+    """ONNX TfIdfVectorizer over integer token ids: counts of the pool's n-grams (lengths
+    ``min_gram``..``max_gram``, tokens up to ``max_skip`` apart) per row, weighted as TF,
+    IDF or TFIDF. Output ``(B, size)`` or ``(size,)`` float32. Not differentiable."""
+
+    differentiable = False
+
+    def __init__(self, grams, size, min_gram, max_gram, max_skip, mode="TF", weights=None):
+        self.grams = dict(grams)  # n-gram tuple -> output index
+        self.prefixes = {g[:i] for g in self.grams for i in range(1, len(g))}
+        self.size, self.min_gram, self.max_gram = int(size), int(min_gram), int(max_gram)
+        self.max_skip, self.mode = int(max_skip), mode
+        self.weights = None if weights is None or len(weights) == 0 else \
+            np.asarray(weights, np.float32)
+
+    def infer(self, x):
+        if x.dtype.kind not in "iu" or x.ndim not in (1, 2):
+            raise ShapeError(f"TfIdfVectorizer takes integer token ids of shape (C,) or "
+                             f"(B, C), got {x.dtype} {x.shape}")
+        return [TensorSpec(x.shape[:-1] + (self.size,), np.float32)]
+
+    def counts(self, x: np.ndarray) -> np.ndarray:
+        rows = x.reshape(-1, x.shape[-1]) if x.size else x.reshape(1, -1)
+        out = np.zeros((rows.shape[0], self.size), np.float32)
+        for r, row in enumerate(rows):
+            row = [int(v) for v in row]
+            first = self.min_gram
+            for skip in range(1, self.max_skip + 2):
+                for s in range(len(row)):
+                    if s + skip * (first - 1) >= len(row):
+                        break
+                    gram = ()
+                    for k in range(1, self.max_gram + 1):
+                        j = s + (k - 1) * skip
+                        if j >= len(row):
+                            break
+                        gram += (row[j],)
+                        hit = self.grams.get(gram)
+                        if hit is not None and k >= first:
+                            out[r, hit] += 1
+                        if hit is None and gram not in self.prefixes:
+                            break
+                if first == 1:  # unigrams do not depend on the skip: count them once
+                    first = 2
+                    if first > self.max_gram:
+                        break
+        if self.mode == "IDF":
+            out = (out > 0) * (self.weights if self.weights is not None else 1.0)
+        elif self.mode == "TFIDF" and self.weights is not None:
+            out = out * self.weights
+        return out.astype(np.float32).reshape(x.shape[:-1] + (self.size,))

@@ -28,7 +28,7 @@ CPU_ONLY = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatM
             "QLinearMatMul", "ConvInteger", "QLinearConv", "Resize", "AxisMatmul", "PoolNd",
             "Col2Im", "ConvNd", "ConvTransposeNd", "GridSample", "RoiAlign", "GatherND",
             "ScatterND", "TopK", "CumProd", "ReverseSequence", "Unique",
-            "NonMaxSuppression", "BitCast", "Det", "DeformConv"}
+            "NonMaxSuppression", "BitCast", "Det", "DeformConv", "TfIdfVectorizer"}
 
 
 def test_every_cpu_kernel_has_a_cuda_kernel_and_a_case(gpu):

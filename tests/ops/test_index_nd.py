@@ -85,3 +85,11 @@ def test_det_matches_numpy():
     x = np.random.default_rng(6).standard_normal((2, 3, 4, 4))
     x[0, 1, 2] = x[0, 1, 0]  # a singular one
     np.testing.assert_allclose(eager(ops.det, x), np.linalg.det(x), rtol=1e-10, atol=1e-12)
+
+
+def test_tfidf_counts_skip_grams_and_unigrams_once():
+    grams = {(2,): 0, (3,): 1, (2, 3): 2}
+    op = ops.TfIdfVectorizer(grams, 3, 1, 2, 1, "TF")
+    x = np.array([[2, 3, 2, 9, 3]], np.int64)
+    # unigrams: 2 twice, 3 twice; bigrams (2, 3) at skip 1 (pos 0-1) and skip 2 (pos 2-4)
+    np.testing.assert_array_equal(eager(lambda t: op(t), x), [[2, 2, 2]])

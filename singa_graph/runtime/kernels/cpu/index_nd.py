@@ -161,3 +161,9 @@ def det(op, ins, outs, ws):
         _det(a3, d1)
         np.copyto(y, d)
     return step
+
+
+@kernel("TfIdfVectorizer")
+def tfidf_vectorizer(op, ins, outs):
+    (x,), (y,) = ins, outs
+    return lambda: np.copyto(y, op.counts(x))
