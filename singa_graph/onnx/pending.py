@@ -10,8 +10,8 @@ entry switches to it.
 Ops whose inputs are all constants (or shapes) are folded while importing whatever their
 type, so e.g. ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape`` works without a kernel;
 the ops below are needed only when they compute on run-time tensors.
-ONNX ops not listed here (sequences and optionals, control flow, strings, quantisation,
-signal processing, Attention, Einsum ...) are not in the op library either.
+ONNX ops not listed here (sequences and optionals, control flow, strings, Attention,
+Einsum, random draws ...) are not in the op library either.
 """
 
 WAITING_FOR_OP_LIBRARY = {
