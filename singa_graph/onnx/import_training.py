@@ -1,11 +1,12 @@
 """ONNX -> singa_graph: the optimiser steps of the ``ai.onnx.preview.training`` domain
 (Adagrad, Adam, Momentum) as compositions of elementwise ops, one update per (X, G, state)
-group; and two ``ai.onnx.ml`` ops that are plain tensor ops (Binarizer,
-ArrayFeatureExtractor). The step count T decides the formula (bias correction from the
+group; and ``ai.onnx.ml`` Binarizer and ArrayFeatureExtractor (plain tensor ops) and
+TreeEnsemble (its op walks the trees on the host). The step count T decides the formula (bias correction from the
 second step on), so its value must be known while building."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 from .. import ops
 from .program import scalar_like
@@ -94,3 +95,37 @@ def array_feature_extractor(n):
     x = n.t(0)
     idx = np.asarray(n.const(1)).ravel().astype(np.int64)
     return ops.gather(x, x.ndim - 1, idx)
+
+
+@importer("TreeEnsemble", domain="ai.onnx.ml")
+def tree_ensemble(n):
+    def arr(name):
+        v = n.attr(name)
+        return None if v is None else np.asarray(
+            onnx.numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v)
+
+    if n.attr("post_transform", 0):
+        n.fail(f"post_transform={n.attr('post_transform')}")
+    modes, splits = arr("nodes_modes"), arr("nodes_splits")
+    feats, missing = arr("nodes_featureids"), arr("nodes_missing_value_tracks_true")
+    members = iter(arr("membership_values") if n.attr("membership_values") is not None
+                   else ())
+    true_ids, false_ids = arr("nodes_truenodeids"), arr("nodes_falsenodeids")
+    true_leaf, false_leaf = arr("nodes_trueleafs"), arr("nodes_falseleafs")
+    nodes = {}
+    for i, mode in enumerate(modes):
+        split = float(splits[i])
+        if int(mode) == 6:  # the next NaN-terminated run of set members
+            split = set()
+            for v in members:
+                if np.isnan(v):
+                    break
+                split.add(float(v))
+        nodes[i] = (int(mode), split, int(feats[i]),
+                    bool(missing[i]) if missing is not None else False, int(true_ids[i]),
+                    int(false_ids[i]), bool(true_leaf[i]), bool(false_leaf[i]))
+    leaves = list(zip((float(w) for w in arr("leaf_weights")),
+                      (int(t) for t in arr("leaf_targetids"))))
+    op = ops.TreeEnsemble(nodes, arr("tree_roots"), leaves, n.attr("n_targets"),
+                          n.attr("aggregate_function", 1))
+    return op(n.t(0))

@@ -1,9 +1,9 @@
 """Ops whose output shapes depend on input *values*: Unique and NonMaxSuppression (as
 NonZero in :mod:`.indexing`). They run on concrete tensors only; plans have static shapes,
 so an imported model feeds them values known while building (the ONNX backend compiles a
-plan per distinct value of such an input). Not differentiable. TfIdfVectorizer, whose
-output shape is fixed but whose counting walks token sequences, runs its loop on the host
-too.
+plan per distinct value of such an input). Not differentiable. TfIdfVectorizer and
+TreeEnsemble, whose output shapes are fixed but which walk token sequences and trees, run
+their loops on the host too.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
 from .indexing import _concrete
 
-__all__ = ["Unique", "NonMaxSuppression", "TfIdfVectorizer", "unique", "non_max_suppression", "unique_values",
+__all__ = ["Unique", "NonMaxSuppression", "TfIdfVectorizer", "TreeEnsemble", "unique", "non_max_suppression", "unique_values",
            "nms_indices"]
 
 
@@ -174,3 +174,55 @@ class TfIdfVectorizer(Operation):
         elif self.mode == "TFIDF" and self.weights is not None:
             out = out * self.weights
         return out.astype(np.float32).reshape(x.shape[:-1] + (self.size,))
+
+
+_COMPARE = (lambda v, s: v <= s, lambda v, s: v < s, lambda v, s: v >= s,
+            lambda v, s: v > s, lambda v, s: v == s, lambda v, s: v != s)
+
+
+class TreeEnsemble(Operation):
+    """ai.onnx.ml TreeEnsemble (opset 5): every tree routes each row to one leaf
+    (``modes`` 0..6 = <=, <, >=, >, ==, !=, set membership; NaN follows
+    ``missing_true``); leaf weights are summed, averaged, or the least or largest taken
+    per target. Output ``(N, n_targets)``. Runs on the host; not differentiable."""
+
+    differentiable = False
+
+    def __init__(self, nodes, roots, leaves, n_targets, aggregate=1):
+        # i -> (mode, split or set, feature, missing_true, true id, false id, true is a
+        # leaf, false is a leaf)
+        self.nodes = nodes
+        self.roots, self.leaves = list(roots), list(leaves)  # leaves: (weight, target)
+        self.n_targets, self.aggregate = int(n_targets), int(aggregate)
+
+    def infer(self, x):
+        if x.ndim != 2 or x.dtype.kind != "f":
+            raise ShapeError(f"TreeEnsemble takes a float (N, features) input, got "
+                             f"{x.dtype} {x.shape}")
+        return [TensorSpec((x.shape[0], self.n_targets), x.dtype)]
+
+    def _leaf(self, row, i, is_leaf):
+        while not is_leaf:
+            mode, split, feat, missing, t, f, tl, fl = self.nodes[i]
+            v = float(row[feat])
+            go = (v in split if mode == 6 else
+                  _COMPARE[mode](v, split)) or (missing and v != v)
+            i, is_leaf = (t, tl) if go else (f, fl)
+        return self.leaves[i]
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        init = {2: np.finfo(x.dtype).max, 3: np.finfo(x.dtype).min}.get(self.aggregate, 0)
+        out = np.full((x.shape[0], self.n_targets), init, x.dtype)
+        for r, row in enumerate(x):
+            for root in self.roots:
+                _, _, _, _, t, f, tl, fl = self.nodes[root]
+                w, target = self._leaf(row, root, bool(tl and fl and t == f))
+                if self.aggregate == 1:
+                    out[r, target] += w
+                elif self.aggregate == 0:
+                    out[r, target] += w / len(self.roots)
+                elif self.aggregate == 2:
+                    out[r, target] = min(out[r, target], w)
+                else:
+                    out[r, target] = max(out[r, target], w)
+        return out

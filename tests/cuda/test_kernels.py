@@ -28,7 +28,8 @@ CPU_ONLY = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatM
             "QLinearMatMul", "ConvInteger", "QLinearConv", "Resize", "AxisMatmul", "PoolNd",
             "Col2Im", "ConvNd", "ConvTransposeNd", "GridSample", "RoiAlign", "GatherND",
             "ScatterND", "TopK", "CumProd", "ReverseSequence", "Unique",
-            "NonMaxSuppression", "BitCast", "Det", "DeformConv", "TfIdfVectorizer"}
+            "NonMaxSuppression", "BitCast", "Det", "DeformConv", "TfIdfVectorizer",
+            "TreeEnsemble"}
 
 
 def test_every_cpu_kernel_has_a_cuda_kernel_and_a_case(gpu):

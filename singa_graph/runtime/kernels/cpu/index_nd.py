@@ -167,3 +167,9 @@ def det(op, ins, outs, ws):
 def tfidf_vectorizer(op, ins, outs):
     (x,), (y,) = ins, outs
     return lambda: np.copyto(y, op.counts(x))
+
+
+@kernel("TreeEnsemble")
+def tree_ensemble(op, ins, outs):
+    (x,), (y,) = ins, outs
+    return lambda: np.copyto(y, op.predict(x))
