@@ -1,11 +1,13 @@
 """3-d convolution and transposed convolution against PyTorch."""
 import numpy as np
-import torch
-import torch.nn.functional as F
+import pytest
 
 from singa_graph import ops
 
 from helpers import eager
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
 
 
 def test_conv3d_with_groups_strides_dilations_matches_pytorch():
