@@ -6,12 +6,20 @@ from ..errors import DTypeError
 float16 = np.dtype(np.float16)
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
 int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
+uint8 = np.dtype(np.uint8)
+uint16 = np.dtype(np.uint16)
+uint32 = np.dtype(np.uint32)
+uint64 = np.dtype(np.uint64)
 bool_ = np.dtype(np.bool_)
 
 FLOATS = (float16, float32, float64)
-INTS = (int32, int64)
+# every width of integer ONNX models carry: 8/16-bit and unsigned ones hold quantised
+# tensors, pixels and masks; int32/int64 remain what the library's own ops produce
+INTS = (int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 SUPPORTED = FLOATS + INTS + (bool_,)
 
 

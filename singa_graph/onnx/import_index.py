@@ -27,9 +27,8 @@ def gather_elements(n):
 
 
 def _scatter(n):
-    if n.attr("reduction", "none") != "none":
-        n.fail(f"reduction={n.attr('reduction')!r}")
-    return ops.scatter_elements(n.t(0), n.t(1), n.t(2), n.attr("axis", 0))
+    return ops.scatter_elements(n.t(0), n.t(1), n.t(2), n.attr("axis", 0),
+                                n.attr("reduction", "none"))
 
 
 @importer("ScatterElements")

@@ -29,14 +29,6 @@ for _t, _f in {"Add": ops.add, "Sub": ops.sub, "Mul": ops.mul}.items():
     _binary(_t, _f)
 
 
-@importer("Div")
-def div(n):
-    a, b = n.t(0), n.t(1)
-    if a.dtype.kind != "f":
-        n.fail("integer division")
-    return ops.div(a, b)
-
-
 @importer("Pow")
 def pow_(n):
     a, b = n.t(0), n.t(1)

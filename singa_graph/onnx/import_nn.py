@@ -1,4 +1,5 @@
-"""ONNX -> singa_graph: convolution, pooling, normalisation, matrix products, dropout."""
+"""ONNX -> singa_graph: convolution (1-d to 3-d, deformable), pooling, normalisation, matrix
+products, dropout."""
 from __future__ import annotations
 
 import math
@@ -46,9 +47,15 @@ def _window(n, spatial, kernel):
 def conv(n):
     x, w = n.t(0), n.t(1)
     k = x.ndim - 2
+    kernel = list(w.shape[2:])
+    if k > 2:  # 3-d and beyond: the N-d op
+        strides = list(n.attr("strides", [1] * k))
+        dilations = list(n.attr("dilations", [1] * k))
+        pads = _auto_pads(n, x.shape[2:], kernel, strides, dilations)
+        y = ops.conv_nd(x, w, strides, dilations, pads, n.attr("group", 1))
+        return ops.add(y, ops.reshape(n.t(2), (w.shape[0],) + (1,) * k)) if n.has(2) else y
     if k not in (1, 2):
         n.fail(f"{k}-d convolution")
-    kernel = list(w.shape[2:])
     strides, dilations, pads = _window(n, x.shape[2:], kernel)
     x2, w2 = _as_2d(x, k), _as_2d(w, k)
     b = n.t(2) if n.has(2) else None
@@ -59,13 +66,12 @@ def conv(n):
 def _pool(n, is_max):
     x = n.t(0)
     k = x.ndim - 2
-    if k not in (1, 2):
-        n.fail(f"{k}-d pooling")
     kernel = list(n.attr("kernel_shape"))
-    if any(d != 1 for d in n.attr("dilations", [1] * k)):
-        n.fail("dilated pooling")
-    if n.attr("storage_order", 0):
-        n.fail("storage_order=1")
+    if k not in (1, 2) or any(d != 1 for d in n.attr("dilations", [1] * k)) or \
+            x.dtype.kind != "f" or n.n_outputs > 1 or n.attr("storage_order", 0):
+        from .import_pool import pool_nd  # 3-d, dilated and integer pooling
+
+        return pool_nd(n, "max" if is_max else "avg")
     strides, _, pads = _window(n, x.shape[2:], kernel)
     kernel2 = [1] + kernel if k == 1 else kernel
     # ceil_mode keeps a last partial window; the op applies onnxruntime's rule for it
@@ -81,8 +87,6 @@ def _pool(n, is_max):
 
 @importer("MaxPool")
 def max_pool(n):
-    if n.n_outputs > 1:
-        n.fail("the Indices output of MaxPool")
     return _pool(n, True)
 
 
@@ -110,7 +114,7 @@ def global_max_pool(n):
 @importer("BatchNormalization")
 def batch_norm(n):
     if n.attr("training_mode", 0) or n.n_outputs > 1:
-        n.fail("training-mode BatchNormalization outputs")
+        return _batch_norm_training(n)
     x = n.t(0)
     scale, bias = n.t(1), n.t(2)
     mean, var = n.buffer(3), n.buffer(4)
@@ -207,7 +211,7 @@ def conv_transpose(n):
     Conv2dGradInput), plus the bias; negative pads become zero padding of the result."""
     x, w = n.t(0), n.t(1)
     k = x.ndim - 2
-    if k not in (1, 2):
+    if k < 1:
         n.fail(f"{k}-d transposed convolution")
     kernel = list(w.shape[2:])
     strides = list(n.attr("strides", [1] * k))
@@ -219,6 +223,12 @@ def conv_transpose(n):
     inner = [max(p, 0) for p in pads]
     sizes = [f - b - e for f, b, e in zip(full, inner[:k], inner[k:])]
     group = n.attr("group", 1)
+    if k > 2:  # the N-d op gives the full output; its pads are cropped here
+        y = ops.conv_transpose_nd(x, w, strides, dilations, group, out_pad)
+        if any(inner):
+            y = ops.slice(y, inner[:k], [b + s for b, s in zip(inner[:k], sizes)],
+                          list(range(2, 2 + k)), [1] * k)
+        return _tconv_tail(n, y, pads, w, group, k)
     x2, w2 = _as_2d(x, k), _as_2d(w, k)
     if k == 1:
         strides, dilations, inner, sizes = ([1] + strides, [1] + dilations,
@@ -227,9 +237,55 @@ def conv_transpose(n):
                             x_shape=(x.shape[0], w.shape[1] * group, *sizes))(x2, w2)
     if k == 1:
         y = ops.reshape(y, y.shape[:2] + (y.shape[3],))
+    return _tconv_tail(n, y, pads, w, group, k)
+
+
+def _tconv_tail(n, y, pads, w, group, k):
+    """Negative pads as zero padding of the result, then the bias."""
     if min(pads) < 0:
         grow = [0, 0] + [max(-p, 0) for p in pads[:k]] + [0, 0] + [max(-p, 0) for p in pads[k:]]
         y = ops.pad(y, "constant", grow)
     if n.has(2):
         y = ops.add(y, ops.reshape(n.t(2), (w.shape[1] * group,) + (1,) * k))
     return y
+
+
+def _batch_norm_training(n):
+    """ONNX's training-mode BatchNormalization with its running-statistics outputs,
+    composed: batch mean and (biased) variance over all axes but 1, the normalisation, and
+    ``running * momentum + batch * (1 - momentum)``."""
+    from .program import scalar_like
+
+    x = n.t(0)
+    axes = tuple(a for a in range(x.ndim) if a != 1)
+    chan = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    mean = ops.mean(x, axes, True)
+    centred = ops.sub(x, mean)
+    var = ops.mean(ops.mul(centred, centred), axes, True)
+    eps = scalar_like(n.attr("epsilon", 1e-5), x)
+    y = ops.div(centred, ops.sqrt(ops.add(var, eps)))
+    y = ops.add(ops.mul(y, ops.reshape(n.t(1), chan)), ops.reshape(n.t(2), chan))
+    mom = float(n.attr("momentum", 0.9))
+    outs = [y]
+    for i, batch in ((3, mean), (4, var)):
+        run = ops.mul(n.t(i), scalar_like(mom, x))
+        outs.append(ops.add(run, ops.mul(ops.reshape(batch, (x.shape[1],)),
+                                         scalar_like(1 - mom, x))))
+    return outs
+
+
+@importer("DeformConv")
+def deform_conv(n):
+    from .program import constant
+
+    x, w, off = n.t(0), n.t(1), n.t(2)
+    k = x.ndim - 2
+    if k != 2:
+        n.fail(f"{k}-d DeformConv")
+    taps = w.shape[2] * w.shape[3]
+    og = n.attr("offset_group", 1)
+    mask = n.t(4) if n.has(4) else constant(np.ones((x.shape[0], og * taps) + off.shape[2:],
+                                                    x.dtype))
+    y = ops.DeformConv(n.attr("strides", [1, 1]), n.attr("dilations", [1, 1]),
+                       n.attr("pads", [0] * 4), n.attr("group", 1), og)(x, w, off, mask)
+    return ops.add(y, ops.reshape(n.t(3), (w.shape[0], 1, 1))) if n.has(3) else y

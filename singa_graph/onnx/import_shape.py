@@ -26,7 +26,9 @@ def reshape_1(n):
 def reshape_5(n):
     shape = [int(s) for s in n.const(1)]
     if n.attr("allowzero", 0) and 0 in shape:
-        n.fail("allowzero=1 with a 0 in the shape")
+        # a literal 0 (so the data is empty): flat first, where only the first entry of
+        # the shape can copy a dimension, and that one is 0
+        return ops.reshape(ops.reshape(n.t(0), (-1,)), shape)
     return ops.reshape(n.t(0), shape)
 
 
@@ -223,33 +225,67 @@ _REPEATS = {("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_c
             ("asymmetric", "floor"), ("asymmetric", "round_prefer_floor")}
 
 
-def _resize(n, scales, sizes, axes=None):
-    """Nearest-neighbour Resize/Upsample by whole factors per axis: the library's
-    Upsample. Under the coordinate modes and rounding of ``_REPEATS`` such a resize
-    repeats every entry."""
-    if n.attr("mode", "nearest") != "nearest":
-        n.fail(f"Resize mode {n.attr('mode')!r}")
-    key = (n.attr("coordinate_transformation_mode", "half_pixel"),
-           n.attr("nearest_mode", "round_prefer_floor"))
-    if n.op_type == "Resize" and n.opset >= 11 and key not in _REPEATS:
-        n.fail(f"nearest Resize with {key[0]} coordinates and {key[1]} rounding")
+def _resize(n, scales, sizes, axes=None, roi=None):
+    """Resize/Upsample. Nearest resizing by whole factors under the coordinate modes and
+    rounding of ``_REPEATS`` repeats every entry: the library's Upsample. Everything else
+    is the separable Resize op (:mod:`singa_graph.ops.resize`)."""
     x = n.t(0)
-    axes = list(range(x.ndim)) if axes is None else [_axis(a, x.ndim) for a in axes]
-    out = list(x.shape)
+    r = x.ndim
+    axes = list(range(r)) if axes is None else [_axis(a, r) for a in axes]
+    mode = n.attr("mode", "nearest")
+    if mode == "bilinear":  # Upsample-7's older name
+        mode = "linear"
+    if mode not in ("nearest", "linear", "cubic"):
+        n.fail(f"Resize mode {mode!r}")
+    legacy = n.op_type == "Upsample" or n.opset < 11
+    coord = "asymmetric" if legacy else n.attr("coordinate_transformation_mode",
+                                                "half_pixel")
+    nearest = "floor" if legacy else n.attr("nearest_mode", "round_prefer_floor")
+    out, factor = list(x.shape), [1.0] * r
     if sizes is not None and len(sizes):
         for a, s in zip(axes, sizes):
-            out[a] = int(s)
+            out[a], factor[a] = int(s), int(s) / x.shape[a] if x.shape[a] else 1.0
+        policy = n.attr("keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            pick = min if policy == "not_larger" else max
+            common = pick(factor[a] for a in axes)
+            for a in axes:
+                factor[a], out[a] = common, int(common * x.shape[a] + 0.5)
     else:
         for a, s in zip(axes, scales):
-            out[a] = int(np.floor(x.shape[a] * float(s)))
-    factors = []
-    for d, o in zip(x.shape, out):
-        if o < d or o % d:
-            n.fail(f"resizing {x.shape} to {tuple(out)} (only whole upsampling factors)")
-        factors.append(o // d)
-    if all(f == 1 for f in factors):
+            factor[a], out[a] = float(s), int(x.shape[a] * float(s))
+    boxes = {}
+    if coord == "tf_crop_and_resize":
+        roi = np.asarray(roi, np.float64).ravel()
+        k = len(roi) // 2
+        for i, a in enumerate(axes if k == len(axes) else range(r)):
+            boxes[a] = (float(roi[i]), float(roi[k + i]))
+    if (mode == "nearest" and (legacy or (coord, nearest) in _REPEATS) and not boxes
+            and all(o >= d > 0 and o % d == 0 and f == o // d
+                    for d, o, f in zip(x.shape, out, factor))):
+        factors = [o // d for d, o in zip(x.shape, out)]
+        if all(f == 1 for f in factors):
+            return ops.identity(x)
+        return ops.upsample(x, "nearest", factors)
+    if x.dtype.kind != "f":
+        n.fail(f"{mode} Resize of {x.dtype} data other than repeating entries")
+    use, weights, outside = [], [], []
+    for a in range(r):
+        box = boxes.get(a, (0.0, 1.0))
+        if out[a] == x.shape[a] and np.isclose(factor[a], 1.0) and box == (0.0, 1.0):
+            continue
+        if x.shape[a] == 0 or out[a] == 0:
+            n.fail(f"resizing an empty axis ({x.shape} to {tuple(out)})")
+        w, m = ops.axis_weights(x.shape[a], out[a], factor[a], mode, coord, nearest,
+                                float(n.attr("cubic_coeff_a", -0.75)),
+                                bool(n.attr("antialias", 0)) and mode != "nearest",
+                                bool(n.attr("exclude_outside", 0)), box)
+        use.append(a)
+        weights.append(w)
+        outside.append(m)
+    if not use:
         return ops.identity(x)
-    return ops.upsample(x, "nearest", factors)
+    return ops.Resize(use, weights, outside, float(n.attr("extrapolation_value", 0.0)))(x)
 
 
 @importer("Upsample", since=1)
@@ -276,10 +312,8 @@ def resize_10(n):
 
 @importer("Resize", since=11)
 def resize_11(n):
-    if n.attr("antialias", 0) or n.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
-        n.fail("antialias or keep_aspect_ratio_policy")
-    axes = n.attr("axes")
-    return _resize(n, n.const(2), n.const(3), axes)
+    roi = n.const(1) if n.has(1) else None
+    return _resize(n, n.const(2), n.const(3), n.attr("axes"), roi)
 
 
 @importer("Range")

@@ -7,9 +7,11 @@ from .. import autograd, layer
 from ..errors import GraphError
 from ..ir.tensor import Parameter, Tensor
 from ..zoo import _Classifier
-from . import (import_activation, import_attention, import_index,  # noqa: F401
-               import_logic, import_loss, import_math, import_nn, import_norm, import_rnn,
-               import_shape, import_transformer)  # (fill the tables)
+from . import (import_activation, import_attention, import_by_value,  # noqa: F401
+               import_compose, import_index, import_index_nd, import_integer, import_logic,
+               import_loss, import_math, import_nn, import_norm, import_pool, import_quant,
+               import_rnn, import_shape, import_signal, import_training,
+               import_transformer)  # (fill the tables)
 from .program import Program, read_model
 from . import import_control, import_sequence  # noqa: F401,E402  (If/Loop/Scan, sequences)
 

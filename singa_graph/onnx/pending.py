@@ -9,25 +9,11 @@ entry switches to it.
 
 Ops whose inputs are all constants (or shapes) are folded while importing whatever their
 type, so e.g. ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape`` works without a kernel;
-the ops below are needed only when they compute on run-time tensors. ``Resize`` and
-``Upsample`` are listed although nearest upsampling by whole factors imports: their other
-modes wait.
-
-ONNX ops not listed here (sequences and optionals, control flow, strings, quantisation,
-signal processing ...) are not in the op library either. (Attention, CumSum and Einsum import:
-see import_attention.py and import_transformer.py.)
+the ops below are needed only when they compute on run-time tensors. The list is empty
+now: control flow and sequences import through import_control.py and import_sequence.py,
+Attention, CumSum and Einsum through import_attention.py and import_transformer.py. ONNX
+ops in no table (strings, image decoding, random draws, the training domain's Gradient)
+are refused by name with UnsupportedOpError.
 """
 
-WAITING_FOR_OP_LIBRARY = {
-    # elementwise math
-    "Mod": "mod (a remainder op; integer division is missing too)",
-    # reductions without a composition
-    "TopK": "topk (a sort along an axis)",
-    # shape ops on run-time data
-    "GatherND": "gather_nd", "ScatterND": "scatter_nd",
-    "NonZero": "nonzero on run-time data: its output shape depends on the values, and "
-               "plans have static shapes",
-    "Resize": "upsample (linear, cubic, downsampling, fractional factors; nearest "
-              "upsampling by whole factors imports)",
-    "Upsample": "upsample (linear; nearest by whole factors imports)",
-}
+WAITING_FOR_OP_LIBRARY: dict[str, str] = {}

@@ -27,6 +27,9 @@ from .registry import find_importer
 
 # Ops whose output is known at trace time whatever their inputs are.
 STATIC_OUTPUT = {"Shape", "Size"}
+# Ops whose output shapes depend on input values: with known inputs they run their own
+# kernels while tracing (eagerly) rather than being folded by the reference ops.
+BY_VALUE = {"NonZero", "Unique", "NonMaxSuppression"}
 # Ops never folded even with constant inputs: they draw random numbers, read outer names
 # or build sequences and optionals.
 RANDOM = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike",
@@ -115,6 +118,7 @@ class Program:
         self.model = model
         self.graph = model.graph
         self.opset = default_opset(model)
+        self.opsets = {imp.domain: int(imp.version) for imp in model.opset_import}
         try:
             self.initializers = {t.name: numpy_helper.to_array(t) for t in self.graph.initializer}
         except Exception as e:
@@ -177,10 +181,9 @@ class Program:
 
         def check(nodes, static):
             for i, n in enumerate(nodes):
-                if n.domain not in ("", "ai.onnx"):
-                    missing[f"{n.domain}.{n.op_type}"] += 1
-                elif i not in static and find_importer(n.op_type, self.opset) is None:
-                    missing[n.op_type] += 1
+                if i not in static and self.importer_of(n) is None:
+                    missing[n.op_type if n.domain in ("", "ai.onnx")
+                            else f"{n.domain}.{n.op_type}"] += 1
                 for g in subgraphs(n):  # bodies: their constant parts fold too
                     check(g.node, _static_nodes(g.node, {t.name for t in g.initializer}))
 
@@ -189,6 +192,14 @@ class Program:
             listed = ", ".join(f"{k} (x{v})" if v > 1 else k for k, v in sorted(missing.items()))
             raise UnsupportedOpError(f"the model uses {len(missing)} op type(s) that "
                                      f"singa_graph cannot import yet: {listed}")
+
+    def importer_of(self, proto):
+        """The import function of a node (of any domain the model imports), or None."""
+        if proto.domain in ("", "ai.onnx"):
+            return find_importer(proto.op_type, self.opset)
+        if proto.domain not in self.opsets:
+            return None
+        return find_importer(proto.op_type, self.opsets[proto.domain], proto.domain)
 
     # ------------------------------------------------------------------ tracing
     def trace(self, feeds: dict, store, training: bool = False, last_layers=None,
@@ -209,9 +220,9 @@ class Program:
             node = NodeView(proto, env, self, store, training)
             guards.check_node_output(node)  # before anything of that size is made
             where = f"ONNX node {proto.name or proto.op_type!r} ({proto.op_type})"
-            fn = find_importer(proto.op_type, self.opset)
+            fn = self.importer_of(proto)
             values = None
-            if i in static and proto.op_type not in STATIC_OUTPUT:
+            if i in static and proto.op_type not in STATIC_OUTPUT | BY_VALUE:
                 why = next((unfolded[x] for x in proto.input if x in unfolded), None)
                 if why is None:
                     try:
@@ -291,7 +302,7 @@ class Program:
             [helper.make_tensor_value_info(x, helper.np_dtype_to_tensor_dtype(vals[x].dtype),
                                            vals[x].shape) for x in ins],
             [helper.make_empty_tensor_value_info(o) for o in proto.output if o])
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
+        m = helper.make_model(graph, opset_imports=list(self.model.opset_import))
         try:
             out = ReferenceEvaluator(m).run(None, vals)
         except Exception as e:

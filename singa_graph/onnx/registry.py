@@ -21,11 +21,19 @@ IMPORTERS: dict[str, dict[int, Callable]] = {}
 EXPORTERS: dict[str, Callable] = {}
 
 
-def importer(op_type: str, since: int = 1):
-    """Register ``fn(node, *inputs)`` as the import of ``op_type`` from opset ``since`` on."""
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def _key(op_type: str, domain: str) -> str:
+    return op_type if domain in DEFAULT_DOMAINS else f"{domain}.{op_type}"
+
+
+def importer(op_type: str, since: int = 1, domain: str = ""):
+    """Register ``fn(node, *inputs)`` as the import of ``op_type`` (of ``domain``, the
+    default one unless given) from opset ``since`` on."""
 
     def deco(fn):
-        IMPORTERS.setdefault(op_type, {})[since] = fn
+        IMPORTERS.setdefault(_key(op_type, domain), {})[since] = fn
         return fn
 
     return deco
@@ -51,13 +59,13 @@ def schema_version(op_type: str, opset: int, domain: str = "") -> int | None:
 
 
 def find_importer(op_type: str, opset: int, domain: str = "") -> Callable | None:
-    """The import function for ``op_type`` in a model of ``opset``, or None."""
-    if domain not in ("", "ai.onnx"):
-        return None
-    table = IMPORTERS.get(op_type)
+    """The import function for ``op_type`` of ``domain`` in a model importing ``opset`` of
+    that domain, or None."""
+    table = IMPORTERS.get(_key(op_type, domain))
     if not table:
         return None
-    version = schema_version(op_type, opset) or opset
+    version = schema_version(op_type, opset, "" if domain in DEFAULT_DOMAINS else domain) \
+        or opset
     usable = [s for s in table if s <= version]
     return table[max(usable)] if usable else None
 

@@ -2,13 +2,17 @@
 wrapper. Importing this package registers every op in :data:`singa_graph.ir.op.OPS`."""
 from .activation import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
+from .by_value import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from . import control  # noqa: F401  (If, Loop, Scan)
+from .conv_nd import *  # noqa: F401,F403
 from .dist import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .fused import FusedElementwise  # noqa: F401
 from .elementwise import *  # noqa: F401,F403
+from .index_nd import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
+from .integer import *  # noqa: F401,F403
 from .layout import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .logic import *  # noqa: F401,F403
@@ -17,8 +21,12 @@ from .math import *  # noqa: F401,F403
 from .nonlinear import *  # noqa: F401,F403
 from .norm import *  # noqa: F401,F403
 from .pool import *  # noqa: F401,F403
+from .pool_nd import *  # noqa: F401,F403
+from .quant import *  # noqa: F401,F403
 from .recurrent import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
+from .resize import *  # noqa: F401,F403
+from .sample import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .update import *  # noqa: F401,F403
 

@@ -97,6 +97,67 @@ def where(c, x, y, a, g, k):
     return x if c != k[0] else y
 
 
+# Integer arithmetic (ONNX's integer Div, Mod, BitShift, Bitwise*). Division by zero gives
+# 0 here, as numpy's integer ufuncs do, instead of raising inside a kernel.
+def trunc_div(x, y, a, g, k):
+    if y == k[0]:
+        return x - x
+    q = x // y  # floor; ONNX and C truncate toward zero
+    return q + k[2] if q * y != x and (x < k[0]) != (y < k[0]) else q
+
+
+def floor_mod(x, y, a, g, k):
+    if y == k[0]:
+        return x - x
+    return x % y  # Python's (and numpy's mod): the sign of the divisor
+
+
+def int_fmod(x, y, a, g, k):
+    return x - trunc_div(x, y, a, g, k) * y  # C's %: the sign of the dividend
+
+
+def float_fmod(x, y, a, g, k):
+    if y == k[0]:
+        return math.sqrt(-k[2]) + x  # NaN, as C's fmod (numba's % raises here)
+    # the remainder of two non-negative floats is exact; the sign is the dividend's
+    return math.copysign(abs(x) % abs(y), x)
+
+
+def float_mod(x, y, a, g, k):
+    r = float_fmod(x, y, a, g, k)  # numpy's mod: fmod moved to the divisor's sign
+    if r == k[0]:
+        return math.copysign(k[0], y)
+    return r + y if (r < k[0]) != (y < k[0]) else r
+
+
+# ``a``: the bit width of the dtype; shifts by a negative count or by the width or more give
+# what ONNX's reference gives (0, or -1 for a negative number shifted right).
+def shift_left(x, y, a, g, k):
+    return x - x if y < k[0] or y >= a else x << y
+
+
+def shift_right(x, y, a, g, k):
+    if y < k[0] or y >= a:
+        return (x >> (a - k[2])) >> k[2]  # -1 for negative x, else 0
+    return x >> y
+
+
+def bitwise_and(x, y, a, g, k):
+    return x & y
+
+
+def bitwise_or(x, y, a, g, k):
+    return x | y
+
+
+def bitwise_xor(x, y, a, g, k):
+    return x ^ y
+
+
+def bitwise_not(x, a, g, k):
+    return ~x
+
+
 # ---------------------------------------------------------------------- unary
 def neg(x, a, g, k):
     return -x
@@ -354,7 +415,7 @@ LIBRARY = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tan": "tan",
 CPU_FLOAT32 = ("gelu", "gelu_tanh", "gelu_grad", "gelu_tanh_grad")
 
 #: formulas that call other formulas: their source needs those too
-CALLS = {"floor": ("rint",), "ceil": ("rint",), "round_half_away": ("floor", "rint"),
+CALLS = {"int_fmod": ("trunc_div",), "float_mod": ("float_fmod",), "floor": ("rint",), "ceil": ("rint",), "round_half_away": ("floor", "rint"),
          "relu6": ("minimum", "maximum"), "silu": ("sigmoid",),
          "hardswish": ("hardsigmoid",)}
 

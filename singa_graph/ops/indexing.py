@@ -100,10 +100,17 @@ class GatherElements(Operation):
 
 
 class ScatterElements(Operation):
-    """A copy of ``x`` with ``updates`` written at ``indices`` along ``axis`` (ONNX)."""
+    """A copy of ``x`` with ``updates`` written at ``indices`` along ``axis`` (ONNX), or
+    combined with what is there by ``reduction`` ("add", "mul", "max", "min"; those have
+    no gradient here)."""
 
-    def __init__(self, axis=0):
+    def __init__(self, axis=0, reduction="none"):
         self.axis = int(axis)
+        if reduction not in ("none", "add", "mul", "max", "min"):
+            raise ValueError(f"ScatterElements reduction {reduction!r}")
+        self.reduction = reduction
+        if reduction != "none":
+            self.differentiable = False
 
     def infer(self, x, indices, updates):
         _need_int(indices, "indices")
@@ -188,9 +195,10 @@ def gather_elements(x, indices, axis=0):
     return GatherElements(axis)(x, indices)
 
 
-def scatter_elements(x, indices, updates, axis=0):
-    """SINGA's ``scatter_elements``: ``x`` with ``updates`` written at ``indices``."""
-    return ScatterElements(axis)(x, indices, updates)
+def scatter_elements(x, indices, updates, axis=0, reduction="none"):
+    """SINGA's ``scatter_elements``: ``x`` with ``updates`` written at ``indices`` (or
+    combined with ``reduction``)."""
+    return ScatterElements(axis, reduction)(x, indices, updates)
 
 
 def nonzero(x):

@@ -4,6 +4,7 @@ numpy ufunc / BLAS calls where a single compiled library routine already does th
 
 Importing this package registers every CPU kernel.
 """
-from . import (activation, attention, conv, dist, dropout, elementwise, layout, linalg,  # noqa: F401
-               loss, norm, pool, recurrent, reduce, shape, update)
+from . import (activation, attention, conv, conv_nd, dist, dropout, elementwise,  # noqa: F401
+               index_nd, integer, layout, linalg, loss, norm, pool, pool_nd, quant,
+               recurrent, reduce, resize, sample, shape, update)
 from . import control  # noqa: F401  (If, Loop, Scan: run the plans of their bodies)

@@ -171,7 +171,16 @@ def _rows_parallel(code, a, b, out):
         _row(code, a, b, out, r // inner, r % inner)
 
 
-kernel("Softmax")(rowwise(SOFTMAX))
-kernel("LogSoftmax")(rowwise(LOG_SOFTMAX))
-kernel("SoftmaxGrad")(rowwise(SOFTMAX_GRAD))
-kernel("LogSoftmaxGrad")(rowwise(LOG_SOFTMAX_GRAD))
+def _half_staged(code):
+    """The rowwise kernel, also for float16: it runs in float32 on staged copies in the
+    workspace (Numba cannot compute in float16) and rounds the result once."""
+    from .conv import _staged
+
+    inner = rowwise(code)
+    return _staged(lambda op, ins, outs: 0, lambda op, ins, outs, ws: inner(op, ins, outs))
+
+
+for _name, _code in (("Softmax", SOFTMAX), ("LogSoftmax", LOG_SOFTMAX),
+                     ("SoftmaxGrad", SOFTMAX_GRAD), ("LogSoftmaxGrad", LOG_SOFTMAX_GRAD)):
+    _ws, _make = _half_staged(_code)
+    kernel(_name, workspace=_ws)(_make)

@@ -154,9 +154,17 @@ def scatter_elements(op, ins, outs):
     x, idx, upd = ins
     (y,) = outs
 
+    at = {"add": np.add, "mul": np.multiply, "max": np.maximum,
+          "min": np.minimum}.get(getattr(op, "reduction", "none"))
+
     def step():
         np.copyto(y, x)
-        np.put_along_axis(y, idx, upd, op.axis)
+        if at is None:
+            np.put_along_axis(y, idx, upd, op.axis)
+            return
+        where = list(np.indices(idx.shape, sparse=True))
+        where[op.axis] = np.where(idx < 0, idx + x.shape[op.axis], idx)
+        at.at(y, tuple(where), upd)
     return step
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
+from ....errors import UnsupportedOpError
 from ...registry import carve, carved_bytes, kernel
 from .launch import (MAXD, _fill, contiguous_strides, copy_step, flat, noop, padded, scalar,
                      sequence, step)
@@ -241,6 +242,9 @@ def _scatter_elements(upd, idx, y, shape, ystrides, axis, n, along):
 def scatter_elements(op, ins, outs):
     x, idx, upd = ins
     (y,) = outs
+    if getattr(op, "reduction", "none") != "none":
+        raise UnsupportedOpError(f"ScatterElements with reduction={op.reduction!r} has no "
+                                 "CUDA kernel yet (the CPU runs it)")
     shape, strides, axis, n = _axis_args(op, x, idx)
     along = contiguous_strides(idx.shape)[op.axis] if len(idx.shape) else 1
     copy = copy_step(x, y)
