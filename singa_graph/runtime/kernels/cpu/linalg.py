@@ -30,9 +30,11 @@ def split_matmul(a, b, y):
     # plans of deep models bind thousands of small products
     parts = threads.num_threads() if 2 * m * n * a.shape[1] >= SPLIT_FLOPS else 1
     if parts < 2:
+        if m <= blas.GEMV_ROWS:
+            return lambda: blas.gemm_rows(a, b, y, blas.GEMV, blas.HANDLE)
         return lambda: blas.gemm(a, b, y, zero, blas.HANDLE)
     rows = blas.by_rows(m, n)
-    return lambda: blas.gemm_split(a, b, y, parts, rows, blas.HANDLE)
+    return lambda: blas.gemm_split(a, b, y, parts, rows, blas.HANDLE, blas.GEMV)
 
 
 @kernel("MatMul")
