@@ -294,10 +294,10 @@ def leaky_relu(x, a, g, k):
 
 def sigmoid(x, a, g, k):
     one = k[2]
-    if x >= k[0]:  # exp of a non-positive number only: nothing overflows
-        return one / (one + math.exp(-x))
-    e = math.exp(x)
-    return e / (one + e)
+    # exp of a non-positive number only (nothing overflows); one exp and a select, not two
+    # branches, so that CPU loops vectorise (both sides are the values the branches gave)
+    e = math.exp(-abs(x))
+    return one / (one + e) if x >= k[0] else e / (one + e)
 
 
 def silu(x, a, g, k):

@@ -15,6 +15,7 @@ HANDLES = pytest.mark.parametrize("bl", [blas.HANDLE, SCIPY], ids=["numpy", "sci
 def test_numpy_cblas_is_found():
     # numpy's wheels export their OpenBLAS's CBLAS GEMMs; the kernels should be using them
     assert blas.HANDLE[0] and blas.HANDLE[1]
+    assert blas.GEMV[0] and blas.GEMV[1]
 
 
 def _ref(a, b):
@@ -69,8 +70,20 @@ def test_gemm_empty_inner_dimension(bl):
 def test_gemm_split_matches(parts, rows, bl):
     for a, b in _views(7, 11, 6, np.float64):
         c = np.empty((7, 6))
-        blas.gemm_split(a, b, c, parts, rows, bl)
+        blas.gemm_split(a, b, c, parts, rows, bl, blas.GEMV if bl is blas.HANDLE else SCIPY)
         np.testing.assert_allclose(c, _ref(a, b), rtol=1e-13, atol=1e-13)
+
+
+@HANDLES
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-5), (np.float64, 1e-13)])
+@pytest.mark.parametrize("m,k,n", [(2, 7, 3), (1, 9, 4), (8, 1, 5), (3, 33, 2)])
+def test_gemm_rows_every_layout(m, k, n, dtype, tol, bl):
+    # few-row products go through GEMV, one row at a time (the SciPy handle: through gemm)
+    gv = blas.GEMV if bl is blas.HANDLE else SCIPY
+    for a, b in _views(m, k, n, dtype):
+        c = np.full((m, n), np.nan, dtype)
+        blas.gemm_rows(a, b, c, gv, bl)
+        np.testing.assert_allclose(c, _ref(a, b), rtol=tol, atol=tol)
 
 
 def test_usable_refuses_what_it_cannot_pass_to_blas():

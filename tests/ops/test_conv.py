@@ -51,9 +51,12 @@ def _pair(v):
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
+@pytest.mark.parametrize("stack", [0, 1 << 30])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("case", CASES)
-def test_conv_forward_matches_onnx(case, dtype):
+def test_conv_forward_matches_onnx(case, dtype, stack, monkeypatch):
+    # per sample, and with the batch side by side (conv.STACK_COLUMNS: tiny planes)
+    monkeypatch.setattr(conv_kernels, "STACK_COLUMNS", stack)
     c, o, g, k, s, p, d, h, w = case
     x = rng.standard_normal((2, c, h, w)).astype(dtype)
     W = rng.standard_normal((o, c // g) + k).astype(dtype)
@@ -67,8 +70,12 @@ def test_conv_forward_matches_onnx(case, dtype):
     np.testing.assert_allclose(nobias, ref - b[:, None, None], rtol=tol, atol=10 * tol)
 
 
+@pytest.mark.parametrize("stack", [0, 1 << 30])
 @pytest.mark.parametrize("case", [CASES[1], CASES[2], CASES[3], CASES[6], CASES[8], *CASES[9:]])
-def test_conv_gradients(case):
+def test_conv_gradients(case, stack, monkeypatch):
+    # the weight gradient per part with partial sums (stack 0) and with the batch side by
+    # side in one product (conv.STACK_COLUMNS, taken for tiny planes)
+    monkeypatch.setattr(conv_kernels, "STACK_COLUMNS", stack)
     c, o, g, k, s, p, d, h, w = case
     h, w = min(h, 5), min(w, 5)
     x = rng.standard_normal((2, c, h, w))

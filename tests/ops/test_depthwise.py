@@ -68,6 +68,23 @@ def test_depthwise_matches_torch(case, dtype):
             np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10)
 
 
+@pytest.mark.parametrize("blocked", [True, False])
+@pytest.mark.parametrize("case", [c for c in DEPTHWISE if c[2] == 1] +
+                         [(2, 37, 1, 9, 8, 5, 2, 2, 1), (1, 40, 1, 4, 4, 3, 1, 1, 1)])
+def test_depthwise_forward_both_layouts_match_torch(case, blocked, monkeypatch):
+    # the channel-blocked forward (small planes) and the plane-by-plane one, each forced on
+    # every shape, with a channel count that leaves a partial block of 16
+    big = 1 << 30 if blocked else 0
+    monkeypatch.setattr(depthwise, "BLOCKED_PLANE", big)
+    monkeypatch.setattr(depthwise, "BLOCKED_PLANE_STRIDED", big)
+    x, W, b, dy, a = _case(case, np.float32)
+    for bias in (b, None):
+        got = eager(lambda *t: ops.conv2d(*t, stride=a[0], padding=a[1], dilation=a[2],
+                                          groups=a[3]), *([x, W] if bias is None else [x, W, bias]))
+        want = _torch_all(x, W, bias, dy, *a)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
 # (N, C, multiplier, H, W, k, stride, pad, dilation) with C / groups input channels each
 GROUPED = [(2, 16, 1, 7, 7, 3, 1, 1, 1), (1, 16, 2, 8, 9, 3, 2, 1, 1),
            (2, 16, 1, 6, 6, 5, 1, 2, 1)]

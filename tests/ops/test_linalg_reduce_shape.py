@@ -24,6 +24,19 @@ def test_batched_matmul_broadcast():
     check_grad(ops.matmul, a, b)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,n,tb", [((2, 2, 2, 48), 96, False), ((2, 4, 4, 40), 24, True),
+                                        ((3, 1, 5), 7, False)])
+def test_matmul_of_nd_by_2d_is_one_product(shape, n, tb, dtype):
+    # a Linear layer on a 4-d activation: all leading rows in one product (few rows: GEMVs)
+    a = rng.standard_normal(shape).astype(dtype)
+    w = rng.standard_normal((n, shape[-1]) if tb else (shape[-1], n)).astype(dtype)
+    ref = a.astype(np.float64) @ (w.T if tb else w).astype(np.float64)
+    got = eager(lambda x, y: ops.matmul(x, y, trans_b=tb), a, w)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+
+
 def test_matmul_shape_error():
     with pytest.raises(sg.ShapeError, match=r"MatMul .*\(2, 3\) by \(4, 5\)"):
         ops.matmul(sg.Placeholder((2, 3)), sg.Placeholder((4, 5)))

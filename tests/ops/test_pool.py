@@ -159,3 +159,36 @@ def test_max_pool_grad_relu_parallel_loops_match_serial(monkeypatch):
     monkeypatch.setattr(loops_mod, "PARALLEL_WORK", 0)
     for f, r in zip(fns, want):
         np.testing.assert_array_equal(eager(f, dy, z), r)
+
+
+def _fold_max(x, k, s, p, ho, wo):
+    """The max kernel's fold: the window's cells inside the plane in row-major order, the
+    first maximum kept (``v > m``), so a NaN in front stays and later NaNs are skipped."""
+    n, c, h, w = x.shape
+    y = np.empty((n, c, ho, wo), x.dtype)
+    for a in range(n):
+        for b in range(c):
+            for oy in range(ho):
+                for ox in range(wo):
+                    cells = [x[a, b, iy, ix] for iy in range(max(oy * s - p, 0),
+                                                             min(oy * s - p + k, h))
+                             for ix in range(max(ox * s - p, 0), min(ox * s - p + k, w))]
+                    m = cells[0]
+                    for v in cells[1:]:
+                        m = v if v > m else m
+                    y[a, b, oy, ox] = m
+    return y
+
+
+@pytest.mark.parametrize("k,s,p,ceil", [(3, 1, 1, False), (3, 2, 0, True), (5, 2, 2, False),
+                                        (3, 2, 1, True)])
+def test_max_pool_keeps_the_fold_order_with_nan_and_signed_zero(k, s, p, ceil):
+    # the inside outputs are computed cells-outer (vectorised): same values, bit for bit
+    x = rng.standard_normal((2, 3, 11, 13)).astype(np.float32)
+    x[0, 0, 2, 3] = x[1, 2, 5, 0] = x[0, 1, 0, 0] = np.nan
+    x[1, 1, 4:7, 4:7] = 0.0
+    x[1, 1, 5, 5] = -0.0
+    y = eager(lambda t: ops.max_pool2d(t, k, s, p, ceil_mode=ceil), x)
+    want = _fold_max(x, k, s, p, y.shape[2], y.shape[3])
+    np.testing.assert_array_equal(y, want)
+    assert (np.signbit(y) == np.signbit(want)).all()

@@ -243,3 +243,27 @@ def test_bench_resnet_eval_plan_loses_batchnorms_adds_and_relus(monkeypatch):
     assert len(plan0.nodes) - len(plan.nodes) == removed == 12
     assert not {"BatchNorm2d", "Add", "ReLU", "FusedElementwise"} & {n.type for n in plan.nodes}
     _fold_bound(y, y0)
+
+
+def _depthwise_chain(act, residual, size, stride):
+    def build():
+        rng = np.random.default_rng(3)
+        x = Placeholder((2, 20, size, size), name="x")
+        w = _const(rng.standard_normal((20, 1, 3, 3)) * 0.4)
+        y = ops.conv2d(x, w, _const(rng.standard_normal(20)), stride, 1, 1, 20)
+        if residual:
+            y = ops.add(y, ops.conv2d(x, _const(rng.standard_normal((20, 20, 1, 1)) * 0.2),
+                                      None, stride))
+        return Graph([ops.mul(_act(y, act), _const(1.5))], inputs=[x])
+    return build
+
+
+@pytest.mark.parametrize("act", ["relu", "relu6", "hardswish", "silu"])
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("size,stride", [(4, 1), (7, 2), (9, 1)])
+def test_fused_depthwise_epilogue_is_bit_for_bit(act, residual, size, stride):
+    # 4x4 and 7x7 at stride 2 run the channel-blocked forward, 9x9 the plane-by-plane one
+    x = np.random.default_rng(1).standard_normal((2, 20, size, size)).astype(np.float32)
+    p1, p0, y, y0 = _pair(_depthwise_chain(act, residual, size, stride), x)
+    np.testing.assert_array_equal(y, y0)
+    assert len(p1.nodes) < len(p0.nodes)

@@ -197,3 +197,53 @@ def grad_weight(dy3, x, x3, dw3, cols, acc, geo, ho, wo, pointwise, parts, bl):
                     s += acc[t, g, i, o]
                 dw3[g, o, i] = s
 
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def grad_weight_stacked(dy3, x, x3, dw3, cols, dys, geo, ho, wo, pointwise, parts, bl):
+    """``dW = dY @ im2col(X)^T`` with the batch side by side: for tiny output planes
+    (ResNet's 2x2 and 4x4 at batch 2) the per-sample products have an inner dimension of
+    4-16, so :func:`grad_weight`'s per-part partial ``dW`` (as large as the weights) and
+    their sum cost more than the products. Here the samples' columns and output gradients
+    are laid side by side in ``cols`` ``(C*kh*kw, N*L)`` and ``dys`` ``(O, N*L)``, and
+    each part computes its block of ``dW``'s rows in one GEMM of inner dimension ``N*L``."""
+    n_, g_, og, k = x.shape[0], dw3.shape[0], dw3.shape[1], dw3.shape[2]
+    ln = ho * wo
+    for n in prange(n_):
+        dst = cols[:, n * ln:(n + 1) * ln]
+        if pointwise:
+            dst[:, :] = x3[n]
+        else:
+            im2col(x, x3, n, dst, geo, ho, wo)
+        dys[:, n * ln:(n + 1) * ln] = dy3[n]
+    for t in prange(parts):
+        o0, o1 = t * og // parts, (t + 1) * og // parts
+        for g in range(g_):
+            gemm(dys[g * og + o0:g * og + o1], cols[g * k:(g + 1) * k].T, dw3[g, o0:o1], 0.0,
+                 bl)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def forward_stacked(x, x3, w3, y3, cols, ys, bias, geo, ho, wo, has_bias, res3, has_res,
+                    act, alpha, beta, consts, pointwise, parts, bl):
+    """:func:`forward` with the batch side by side (see :func:`grad_weight_stacked`): one
+    GEMM per part over a block of output channels, ``ys = w @ cols`` with ``cols``
+    ``(C*kh*kw, N*L)`` and ``ys`` ``(O, N*L)``, so the weights are packed once per step
+    instead of once per sample; then each sample's output is copied out and finished by
+    the epilogue."""
+    n_, g_, og, k = x.shape[0], w3.shape[0], w3.shape[1], w3.shape[2]
+    ln = ho * wo
+    for n in prange(n_):
+        dst = cols[:, n * ln:(n + 1) * ln]
+        if pointwise:
+            dst[:, :] = x3[n]
+        else:
+            im2col(x, x3, n, dst, geo, ho, wo)
+    for t in prange(parts):
+        o0, o1 = t * og // parts, (t + 1) * og // parts
+        for g in range(g_):
+            gemm(w3[g, o0:o1], cols[g * k:(g + 1) * k], ys[g * og + o0:g * og + o1], 0.0, bl)
+    for n in prange(n_):
+        y3[n] = ys[:, n * ln:(n + 1) * ln]
+        conv_epilogue(y3[n], bias, has_bias, res3[n] if has_res else y3[n], has_res, act,
+                      alpha, beta, consts)

@@ -18,6 +18,30 @@ from numba import njit, prange, uintp
 
 from ...registry import kernel
 from .loops import loops, pick
+from .reduce import mean_planes
+
+
+@njit(cache=True, nogil=True)
+def _max_rows(xp, yr, ya, yb, kw, sw, pl, oa, ob):
+    """``yr[ox]`` for ``oa <= ox < ob``, whose windows (rows ``[ya, yb)``, columns
+    ``ox*sw - pl + [0, kw)``) lie inside the plane: the max fold of the general loop with
+    the window cells outside and the outputs inside."""
+    if ob <= oa:
+        return
+    us = uintp(sw)
+    base = uintp(oa * sw - pl)
+    r0 = xp[ya]
+    for ox in range(ob - oa):
+        yr[uintp(oa + ox)] = r0[base + uintp(ox) * us]
+    for iy in range(ya, yb):
+        r = xp[iy]
+        for j in range(1 if iy == ya else 0, kw):
+            b = base + uintp(j)
+            for ox in range(ob - oa):
+                u = uintp(ox)
+                v = r[b + u * us]
+                m = yr[uintp(oa) + u]
+                yr[uintp(oa) + u] = v if v > m else m
 
 
 @loops
@@ -33,7 +57,14 @@ def _POOL_FWD(x, y, kh, kw, sh, sw, pt, pl, pb, pr, is_max, include_pad):
             ny = min(y0 + kh, h + pb) - y0  # rows counted with include_pad
             yr = yp[oy]
             if is_max:
-                for ox in range(wo):
+                # outputs whose window lies inside the row: the same fold (the window's
+                # cells in row-major order, the first maximum kept, a NaN in front kept)
+                # with the cells outside and the outputs inside, so it vectorises
+                oa = min(wo, (pl + sw - 1) // sw)
+                ob = max(oa, min(wo, (w - kw + pl) // sw + 1))
+                _max_rows(xp, yr, ya, yb, kw, sw, pl, oa, ob)
+                for k in range(oa + wo - ob):  # the outputs at the borders
+                    ox = k if k < oa else ob + k - oa
                     x0 = ox * sw - pl
                     xa, xb = max(x0, 0), min(x0 + kw, w)
                     m = xp[ya, xa]
@@ -261,4 +292,6 @@ def avg_pool2d_grad(op, ins, outs):
 @kernel("GlobalAveragePool")
 def global_average_pool(op, ins, outs):
     (x,), (y,) = ins, outs
+    if x.dtype in (np.float32, np.float64) and x.flags.c_contiguous and x.size:
+        return mean_planes(x, y)
     return lambda: np.mean(x, axis=(2, 3), keepdims=True, out=y)

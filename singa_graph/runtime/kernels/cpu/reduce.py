@@ -38,7 +38,9 @@ def _SUM_PLANES(x3, y, div):
 
 def _planes(x, axes):
     """``(A, C, B)`` when the kept axes of ``x`` are one contiguous block with the reduced
-    axes before and after it, the trailing ones at least MIN_PLANE elements; else None."""
+    axes before and after it, the trailing ones at least MIN_PLANE elements (or any number
+    when nothing is reduced before the block: a mean over the small planes of a mobile
+    net's last stage took numpy 47 us for 10K elements); else None."""
     kept = [i for i in range(x.ndim) if i not in axes]
     if (not kept or kept != list(range(kept[0], kept[-1] + 1)) or x.dtype not in
             (np.float32, np.float64) or not x.flags.c_contiguous):
@@ -46,7 +48,17 @@ def _planes(x, axes):
     a = int(np.prod(x.shape[:kept[0]], dtype=np.int64))
     c = int(np.prod(x.shape[kept[0]:kept[-1] + 1], dtype=np.int64))
     b = int(np.prod(x.shape[kept[-1] + 1:], dtype=np.int64))
-    return (a, c, b) if b >= MIN_PLANE and a * c * b > 0 else None
+    return (a, c, b) if (b >= MIN_PLANE or a == 1) and a * c * b > 0 else None
+
+
+def mean_planes(x, y):
+    """A step computing ``y[i] = mean(x[i, :])`` for ``x`` viewed as ``(M, B)`` (``y``
+    holds M elements; both contiguous): the float64 plane sums of :func:`_reduce`."""
+    m = y.size
+    x3, y1 = x.reshape(1, m, -1), y.reshape(-1)
+    div = float(x3.shape[2])
+    loop = pick(_SUM_PLANES, x.size)
+    return lambda: loop(x3, y1, div)
 
 
 def _reduce(fn, mean):
