@@ -29,7 +29,9 @@ def test_erf_and_exp_are_float32_accurate():
     _apply(1, x, y)
     assert np.max(np.abs(y / np.exp(x.astype(np.float64)) - 1)) < 2.5e-7  # 2 ulp
     _apply(1, np.array([-1e4, -100, 1e4], np.float32), y[:3])
-    assert np.isfinite(y[:3]).all() and y[0] < 1e-37  # clamped, never inf or nan
+    # IEEE results at the ends: 0, the subnormal exp(-100) rounded once, inf (the shared
+    # exp of the generated kernels, cpu/vexp.py; tanh and GELU stay finite through them)
+    assert y[0] == 0 and y[1] == np.float32(math.exp(-100)) and y[2] == np.inf
 
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])

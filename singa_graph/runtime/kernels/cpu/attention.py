@@ -7,15 +7,12 @@ slice two (forward) or five (backward) single-threaded BLAS GEMMs on strided vie
 fused, max-shifted softmax pass over the block. The chunk count does not depend on the
 thread count, so the workspace and the results are the same on every machine.
 """
-import math
-
 import numpy as np
-from numba import njit, prange, types
-from numba.extending import overload
+from numba import njit, prange
 
 from ...registry import carve, carved_bytes, kernel
 from .blas import HANDLE, gemm
-from . import vecmath
+from .vexp import exp as _exp  # float32: vectorisable (libm's expf is a scalar call)
 from .loops import loops, pick
 
 PARTS = 16
@@ -143,19 +140,6 @@ def layer_norm_grad(op, ins, outs, ws):
 
 
 # ---------------------------------------------------------------------- attention
-def _exp(x):
-    return math.exp(x)
-
-
-@overload(_exp, inline="always")
-def _exp_overload(x):
-    """float32: the vectorisable :func:`.vecmath.expf` (libm's expf is a scalar call per
-    score, most of the softmax's time); float64: libm's exp."""
-    if x == types.float32:
-        return lambda x: vecmath.expf(x)
-    return lambda x: math.exp(x)
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def _score(row, r, b, h, mask, kind, lim, scale):
     """Scale ``row[:lim]`` of the scores in place and add or apply the mask; returns the

@@ -3,9 +3,9 @@
 The generated kernel of a formula calls libm's scalar ``erff``/``expf`` per element (numba
 without Intel's SVML), which made float32 GELU 20x slower than PyTorch's. Here ``erf`` is
 the rational minimax approximation that Eigen and XLA use for float32 (within 7 ulp of 1,
-4.2e-7 absolute, PyTorch's vectorised erf is as close) and ``exp`` Cephes' ``expf``
-(range reduction by ``ln 2``, a degree-6 polynomial, the power of two built in the exponent
-bits; within 1 ulp), both branch-free, so a loop of them compiles to AVX code. Compiled
+4.2e-7 absolute, PyTorch's vectorised erf is as close) and ``exp`` the one the generated
+kernels use (:mod:`.vexp`, Cephes' ``expf``, within 1 ulp), both branch-free, so a loop of
+them compiles to AVX code. Compiled
 with ``error_model='numpy'``: numba's default checks every division for zero, and that
 branch alone keeps a loop scalar.
 
@@ -19,6 +19,8 @@ import math
 import numpy as np
 from numba import njit
 
+from .vexp import _exp32 as expf
+
 F = np.float32
 _ERF_P = tuple(F(v) for v in (-2.72614225801306e-10, 2.77068142495902e-08,
                               -2.10102402082508e-06, -5.69250639462346e-05,
@@ -30,11 +32,6 @@ _ERF_Q = tuple(F(v) for v in (-1.45660718464996e-05, -2.13374055278905e-04,
 P0, P1, P2, P3, P4, P5, P6 = _ERF_P
 Q0, Q1, Q2, Q3, Q4 = _ERF_Q
 FOUR = F(4.0)  # erf is 1 in float32 beyond it
-_EXP_C = tuple(F(v) for v in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
-                              4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1))
-E0, E1, E2, E3, E4, E5 = _EXP_C
-LOG2E, LN2_HI, LN2_LO = F(1.44269504088896341), F(0.693359375), F(-2.12194440e-4)
-EXP_LO, EXP_HI = F(-87.0), F(88.0)  # keeps 2**n a normal float32
 HALF, ONE, TWO = F(0.5), F(1.0), F(2.0)
 INV_SQRT2, INV_SQRT_2PI = F(1 / math.sqrt(2.0)), F(1 / math.sqrt(2.0 * math.pi))
 SQRT_2_PI, CUBIC, CUBIC3 = F(math.sqrt(2.0 / math.pi)), F(0.044715), F(3 * 0.044715)
@@ -57,21 +54,6 @@ def erff(x):
     q = q * x2 + Q3
     q = q * x2 + Q4
     return x * p / q
-
-
-@_jit
-def expf(x):
-    x = min(max(x, EXP_LO), EXP_HI)
-    n = np.floor(x * LOG2E + HALF)
-    r = x - n * LN2_HI - n * LN2_LO
-    y = E0 * r + E1
-    y = y * r + E2
-    y = y * r + E3
-    y = y * r + E4
-    y = y * r + E5
-    y = y * r * r + r + ONE
-    bits = np.int32((np.int32(n) + np.int32(127)) << np.int32(23))
-    return y * bits.view(np.float32)
 
 
 @_jit
