@@ -106,8 +106,9 @@ def test_inference_epilogue_equals_separate_ops(act):
 def test_algorithm_choice():
     c3 = ops.Conv2d(1, 1)
     assert c3.algo == "auto"
-    big, small = ((32, 128, 8, 8), (128, 128, 3, 3)), ((8, 64, 16, 16), (64, 64, 3, 3))
+    big, small = ((32, 128, 8, 8), (128, 128, 3, 3)), ((8, 8, 16, 16), (8, 8, 3, 3))
     assert winograd.chosen(c3, *big, np.float32)
+    assert winograd.chosen(c3, (32, 16, 32, 32), (16, 16, 3, 3), np.float32)  # ResNet's
     assert not winograd.chosen(c3, *small, np.float32)  # too few channels to pay
     few = ((2, 512, 4, 4), (512, 512, 3, 3))  # 2 tiles per weight transform
     assert not winograd.chosen(c3, *few, np.float32)
