@@ -175,7 +175,8 @@ class Conv2d(_ConvBase):
         a = self._conv_attrs()
         grads = [Conv2dGradInput(*a, x_shape=x.shape, algo=self.algo)(dy, w) if needs[0]
                  else None,
-                 Conv2dGradWeight(*a, w_shape=w.shape)(dy, x) if needs[1] else None]
+                 Conv2dGradWeight(*a, w_shape=w.shape, algo=self.algo)(dy, x) if needs[1]
+                 else None]
         if len(inputs) == 3:
             grads.append(_sum(dy, (0, 2, 3)) if needs[2] else None)
         return grads
@@ -207,15 +208,18 @@ class Conv2dGradInput(_ConvBase):
         g = dys[0]
         a = self._conv_attrs()
         return [Conv2d(*a, algo=self.algo)(g, w) if needs[0] else None,
-                Conv2dGradWeight(*a, w_shape=w.shape)(dy, g) if needs[1] else None]
+                Conv2dGradWeight(*a, w_shape=w.shape, algo=self.algo)(dy, g)
+                if needs[1] else None]
 
 
 class Conv2dGradWeight(_ConvBase):
-    """``dW`` of a Conv2d from ``(dy, x)`` (im2col + GEMM, summed over the batch)."""
+    """``dW`` of a Conv2d from ``(dy, x)`` (im2col + GEMM, summed over the batch, or
+    Winograd where ``algo`` picks it, as for the forward conv)."""
 
-    def __init__(self, stride=1, padding=0, dilation=1, groups=1, w_shape=()):
+    def __init__(self, stride=1, padding=0, dilation=1, groups=1, w_shape=(), algo="auto"):
         super().__init__(stride, padding, dilation, groups)
         self.w_shape = tuple(int(s) for s in w_shape)
+        self.algo = algo_name(algo)
 
     def infer(self, dy, x):
         need_float(dy, x)
@@ -230,8 +234,9 @@ class Conv2dGradWeight(_ConvBase):
         dy, x = inputs
         g = dys[0]
         a = self._conv_attrs()
-        return [Conv2d(*a)(x, g) if needs[0] else None,
-                Conv2dGradInput(*a, x_shape=x.shape)(dy, g) if needs[1] else None]
+        return [Conv2d(*a, algo=self.algo)(x, g) if needs[0] else None,
+                Conv2dGradInput(*a, x_shape=x.shape, algo=self.algo)(dy, g) if needs[1]
+                else None]
 
 
 def conv2d(x, W, b=None, stride=1, padding=0, dilation=1, groups=1, algo="auto"):

@@ -5,7 +5,7 @@ import pytest
 
 from singa_graph import ops
 from singa_graph.ir import op_class
-from singa_graph.runtime.kernels.cpu import winograd
+from singa_graph.runtime.kernels.cpu import winograd, winograd_grad_weight
 from singa_graph.runtime.registry import bind, workspace_bytes
 from tests.helpers import check_grad, eager, graph_matches_eager
 
@@ -68,6 +68,43 @@ def test_forward_and_input_gradient_within_bound(shape, dtype):
                                                                        flipped), dtype)
 
 
+def _reference_grad_weight(dy, x, pads):
+    """float64 ``dW[o, c, i, j] = sum dy[n, o] * x_padded[n, c] shifted by (i, j)``."""
+    pt, pl, pb, pr = pads
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    ho, wo = dy.shape[2], dy.shape[3]
+    dw = np.zeros((dy.shape[1], x.shape[1], 3, 3))
+    for i in range(3):
+        for j in range(3):
+            dw[:, :, i, j] = np.einsum("nohw,nchw->oc", dy.astype(np.float64),
+                                       xp[:, :, i:i + ho, j:j + wo])
+    return dw
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_weight_gradient_within_bound(shape, dtype):
+    n, c, o, h, w_, pads = shape
+    x = rng.standard_normal((n, c, h, w_)).astype(dtype)
+    y_shape = ops.Conv2d(1, pads).output_shape(x.shape, (o, c, 3, 3))
+    dy = rng.standard_normal(y_shape).astype(dtype)
+    op = ops.Conv2dGradWeight(1, pads, w_shape=(o, c, 3, 3), algo="winograd")
+    assert winograd.chosen(op, x.shape, (o, c, 3, 3), dtype)
+    dw = _run(op, [dy, x], (o, c, 3, 3), dtype)
+    err = np.abs(dw - _reference_grad_weight(dy, x, pads))
+    limit = (winograd_grad_weight.GRAD_WEIGHT_ERROR_BOUND * np.finfo(dtype).eps
+             * _reference_grad_weight(np.abs(dy), np.abs(x), pads))
+    assert np.all(err <= limit), f"worst error / bound = {np.max(err / limit):.3g}"
+
+
+def test_weight_gradient_algorithm_choice():
+    shapes = ((32, 16, 32, 32), (16, 16, 3, 3))
+    gw = ops.Conv2dGradWeight(1, 1, w_shape=shapes[1])
+    assert gw.algo == "auto" and winograd.chosen(gw, *shapes, np.float32)
+    direct = ops.Conv2dGradWeight(1, 1, w_shape=shapes[1], algo="direct")
+    assert not winograd.chosen(direct, *shapes, np.float32)
+
+
 def test_fused_relu_epilogue():
     x = rng.standard_normal((2, 8, 7, 6)).astype(np.float32)
     w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
@@ -106,8 +143,9 @@ def test_inference_epilogue_equals_separate_ops(act):
 def test_algorithm_choice():
     c3 = ops.Conv2d(1, 1)
     assert c3.algo == "auto"
-    big, small = ((32, 128, 8, 8), (128, 128, 3, 3)), ((8, 64, 16, 16), (64, 64, 3, 3))
+    big, small = ((32, 128, 8, 8), (128, 128, 3, 3)), ((8, 8, 16, 16), (8, 8, 3, 3))
     assert winograd.chosen(c3, *big, np.float32)
+    assert winograd.chosen(c3, (32, 16, 32, 32), (16, 16, 3, 3), np.float32)  # ResNet's
     assert not winograd.chosen(c3, *small, np.float32)  # too few channels to pay
     few = ((2, 512, 4, 4), (512, 512, 3, 3))  # 2 tiles per weight transform
     assert not winograd.chosen(c3, *few, np.float32)

@@ -18,7 +18,7 @@ import numpy as np
 
 from ....runtime import threads
 from ...registry import carve, carved_bytes, kernel
-from . import blas, conv_loops as loops, depthwise, winograd
+from . import blas, conv_loops as loops, depthwise, winograd, winograd_grad_weight
 from .epilogue import act_args, act_code
 
 
@@ -191,6 +191,8 @@ def _stacked_specs(gm):
 def _grad_weight_ws(op, ins, outs):
     dy, x = ins
     (dw,) = outs
+    if winograd.chosen(op, x.shape, dw.shape, dw.dtype):
+        return winograd_grad_weight.workspace(op, ins, outs)
     gm = _Geom(op, x.shape, dw.shape, dy.shape, dw.dtype)
     stacked = _stacked_specs(gm)
     if stacked is not None:
@@ -201,6 +203,8 @@ def _grad_weight_ws(op, ins, outs):
 def conv2d_grad_weight(op, ins, outs, ws):
     dy, x = ins
     (dw,) = outs
+    if winograd.chosen(op, x.shape, dw.shape, dw.dtype):
+        return winograd_grad_weight.grad_weight_step(op, ins, outs, ws)
     gm = _Geom(op, x.shape, dw.shape, dy.shape, dw.dtype)
     dw3 = _view(dw, (gm.g, gm.og, gm.k))
     dy3 = _view(dy, (gm.n, gm.o, gm.l))

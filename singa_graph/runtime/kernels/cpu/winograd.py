@@ -5,10 +5,10 @@ Winograd's minimal filtering algorithm (Lavin & Gray, "Fast Algorithms for Convo
 Neural Networks", 2016) does it as ``Y = A^T [(G g G^T) * (B^T d B)] A``: the weights and
 the input tiles are transformed to 36 "points", the products at each point summed over the
 input channels, and the 36 sums transformed back. Summed over channels, the products at
-one point ``p`` are a matrix product ``M_p (O x T) = U_p (O x C) @ V_p (C x T)`` over the
+one point ``p`` are a matrix product ``M_p (T x O) = V_p (T x C) @ U_p (C x O)`` over the
 ``T`` tiles, so the multiplications run as 36 BLAS GEMMs (:func:`.blas.gemm`) that do
-9*16/36 = 4x fewer multiply-adds than im2col + GEMM. The transforms are a few additions per
-element, written as loops over contiguous rows that LLVM vectorises.
+9*16/36 = 4x fewer multiply-adds than im2col + GEMM. The transforms (winograd_transforms.py)
+are a few additions per element, vectorised over blocks of channels.
 
 Rounding: the transforms multiply by up to 8 (A) and 5 (B) and divide by 6 and 24 (G), so
 the result is not the one im2col + GEMM rounds to. Measured against a float64 reference,
@@ -18,19 +18,20 @@ convolution of the absolute values, ``eps`` the dtype's machine epsilon), that i
 channels (tests/runtime/test_winograd.py). Conv ops take ``algo="direct"`` for im2col's
 rounding.
 
-Workspace (all planned, see conv.py): the transformed weights ``U`` ``(36, O, C)``, and per
-part of the batch (one thread each) the transformed input ``V`` ``(36, C, Tc)``, the
-products ``M`` ``(36, O, Tc)`` and four small row buffers; ``Tc`` is the tiles of a chunk
+Workspace (all planned, see conv.py): the transformed weights ``U`` ``(36, C, O)``, and per
+part of the batch (one thread each) the transformed input ``V`` ``(36, Tc, C)``, the
+products ``M`` ``(36, Tc, O)`` and three small row buffers; ``Tc`` is the tiles of a chunk
 of samples, sized so that ``V`` and ``M`` stay in L2 while the GEMMs reread them.
 """
 import numpy as np
-from numba import njit, prange, uintp
+from numba import njit, prange
 
 from ....runtime import threads
 from ...registry import carve, carved_bytes
 from . import blas
 from .blas import gemm
 from .epilogue import NONE, RELU, act_args, act_code, conv_epilogue
+from .winograd_transforms import BLOCK, input_tiles, output_tiles
 
 ERROR_BOUND = 64  # times eps times the |x| conv |w| bound; see the tests
 _CHUNK_BYTES = 1 << 20  # V + M of one chunk: well inside a 2 MiB share of L2
@@ -76,20 +77,20 @@ class Geometry:
         transform's float64 scratch."""
         zw = 4 * self.tw + 2
         dt = self.dtype
-        return [((36, self.o, self.c), dt), ((self.parts, 36 * self.vpitch), dt),
-                ((self.parts, 36 * self.mpitch), dt), ((self.parts, 2, 6, zw), dt),
-                ((self.parts, 4, 6, self.tw), dt), ((self.parts, 4, 4 * self.tw), dt),
+        return [((36, self.c, self.o), dt), ((self.parts, 36 * self.vpitch), dt),
+                ((self.parts, 36 * self.mpitch), dt), ((self.parts, 2, 6 * zw * BLOCK), dt),
+                ((self.parts, 24 * BLOCK), dt), ((self.parts, 16 * self.tw * BLOCK), dt),
                 ((self.parts, 27, self.c), np.float64)]
 
 
 # ------------------------------------------------------------------ weight transform
 @njit(cache=True, nogil=True)
 def _weights(w, u, gw, flip, lo, hi):
-    """``u[:, o, c] = G g G^T`` for output channels ``o`` in ``[lo, hi)``, computed in
+    """``u[:, c, o] = G g G^T`` for output channels ``o`` in ``[lo, hi)``, computed in
     float64 (scratch ``gw``, ``(27, C)``) and rounded once. ``g = w[o, c]``, or with
     ``flip`` the kernel of the input gradient, ``w[c, o]`` rotated by 180 degrees. Every
     loop runs over the input channels with one output row, so that LLVM vectorises it."""
-    ci = u.shape[2]
+    ci = u.shape[1]
     for o in range(lo, hi):
         for i in range(3):  # gw[i*3 + j] = g[i, j]
             for j in range(3):
@@ -121,7 +122,7 @@ def _weights(w, u, gw, flip, lo, hi):
             else:
                 k0, k1, k2, sc = 9 + (a - 1) * 3, 10 + (a - 1) * 3, 11 + (a - 1) * 3, 1.0
             h0, h1, h2 = gw[k0], gw[k1], gw[k2]
-            d = u[a * 6:(a + 1) * 6, o]
+            d = u[a * 6:(a + 1) * 6, :, o]
             for c in range(ci):
                 d[0, c] = h0[c] * (0.25 * sc)
             for c in range(ci):
@@ -140,142 +141,9 @@ def _weights(w, u, gw, flip, lo, hi):
 def transform_weights(w, u, gw, flip, parts):
     """``u = G w G^T`` for every (output, input) channel pair, the output channels split
     into ``parts`` slices, one per thread (``gw[t]``: scratch of part ``t``)."""
-    o_ = u.shape[1]
+    o_ = u.shape[2]
     for t in prange(parts):
         _weights(w, u, gw[t], flip, t * o_ // parts, (t + 1) * o_ // parts)
-
-
-# ------------------------------------------------------------------ input transform
-@njit(cache=True, nogil=True, fastmath={'contract'})
-def _input(x, n, vf, pitch, tc, t0, pt, pl, th, tw, buf):
-    """``V[:, c, t0 + ty*tw + tx] = B^T d B`` for the 6x6 input block ``d`` of every tile
-    of sample ``n``. Per row of tiles, the six input rows are copied, zero-padded, into
-    ``buf[0]``, transformed along y into ``buf[1]`` (contiguous, vectorised), and then
-    along x, tile by tile. ``V[p, c, t]`` is ``vf[p*pitch + c*tc + t]``. Indices are
-    unsigned and the arrays flat, so that Numba emits no
-    negative-index wrap-around (which tripled the time of these loops)."""
-    c_, h, w = x.shape[1], x.shape[2], x.shape[3]
-    zw = buf.shape[2]
-    dt = vf.dtype.type
-    f2, f4, f5, zero = dt(2), dt(4), dt(5), dt(0)
-    a, b = pl, min(zw, pl + w)
-    pb, qb = buf[0].reshape(-1), buf[1].reshape(-1)
-    # every index unsigned: a signed operand (a literal included) makes the sum signed
-    u1, u2, u3, u4, u5 = uintp(1), uintp(2), uintp(3), uintp(4), uintp(5)
-    s1 = uintp(pitch)
-    s2, s3, s4, s5 = s1 + s1, s1 + s1 + s1, s1 * u4, s1 * u5
-    for c in range(c_):
-        plane = x[n, c].reshape(-1)
-        for ty in range(th):
-            for r in range(6):
-                iy = 4 * ty - pt + r
-                row = uintp(r * zw)
-                if 0 <= iy < h:
-                    src = uintp(iy * w)
-                    for i in range(a):
-                        pb[row + uintp(i)] = zero
-                    for i in range(b - a):
-                        pb[row + uintp(a + i)] = plane[src + uintp(i)]
-                    for i in range(b, zw):
-                        pb[row + uintp(i)] = zero
-                else:
-                    for i in range(zw):
-                        pb[row + uintp(i)] = zero
-            # along y: one loop per output row (one store stream each), so that LLVM's
-            # runtime alias checks stay few enough for it to vectorise
-            z1, z2, z3, z4, z5 = uintp(zw), uintp(2 * zw), uintp(3 * zw), uintp(4 * zw), \
-                uintp(5 * zw)
-            for i in range(zw):
-                ui = uintp(i)
-                qb[ui] = f4 * pb[ui] - f5 * pb[z2 + ui] + pb[z4 + ui]
-            for i in range(zw):
-                ui = uintp(i)
-                qb[z1 + ui] = pb[z3 + ui] + pb[z4 + ui] - f4 * (pb[z1 + ui] + pb[z2 + ui])
-            for i in range(zw):
-                ui = uintp(i)
-                qb[z2 + ui] = f4 * (pb[z1 + ui] - pb[z2 + ui]) + pb[z4 + ui] - pb[z3 + ui]
-            for i in range(zw):
-                ui = uintp(i)
-                qb[z3 + ui] = f2 * (pb[z3 + ui] - pb[z1 + ui]) + pb[z4 + ui] - pb[z2 + ui]
-            for i in range(zw):
-                ui = uintp(i)
-                qb[z4 + ui] = f2 * (pb[z1 + ui] - pb[z3 + ui]) + pb[z4 + ui] - pb[z2 + ui]
-            for i in range(zw):
-                ui = uintp(i)
-                qb[z5 + ui] = f4 * pb[z1 + ui] - f5 * pb[z3 + ui] + pb[z5 + ui]
-            # along x, tile by tile (stride-4 reads, six rows of v written)
-            for r in range(6):
-                q = uintp(r * zw)
-                o = uintp(r * 6 * pitch + c * tc + t0 + ty * tw)
-                for tx in range(tw):
-                    j = q + uintp(4 * tx)
-                    d0, d1, d2 = qb[j], qb[j + u1], qb[j + u2]
-                    d3, d4, d5 = qb[j + u3], qb[j + u4], qb[j + u5]
-                    k = o + uintp(tx)
-                    vf[k] = f4 * d0 - f5 * d2 + d4
-                    vf[k + s1] = d3 + d4 - f4 * (d1 + d2)
-                    vf[k + s2] = f4 * (d1 - d2) + d4 - d3
-                    vf[k + s3] = f2 * (d3 - d1) + d4 - d2
-                    vf[k + s4] = f2 * (d1 - d3) + d4 - d2
-                    vf[k + s5] = f4 * d1 - f5 * d3 + d5
-
-
-# ------------------------------------------------------------------ output transform
-@njit(cache=True, nogil=True, fastmath={'contract'})
-def _output(mf, pitch, tc, y, n, t0, th, tw, sb, yb, bias, has_bias, relu):
-    """``y[n, o]``'s 4x4 tiles ``= A^T M A`` from the point sums ``M[:, o, t0 + ...]``
-    (``M[p, o, t]`` is ``mf[p*pitch + o*tc + t]``),
-    transformed along y into ``sb`` (contiguous, vectorised), then along x into the row
-    buffer ``yb``, whose valid part is copied out with the bias and ReLU epilogue (as
-    conv_loops._epilogue computes it). Flat arrays, unsigned indices (see _input)."""
-    o_, ho, wo = y.shape[1], y.shape[2], y.shape[3]
-    dt = y.dtype.type
-    f2, f4, f8, zero = dt(2), dt(4), dt(8), dt(0)
-    sf, ybf = sb.reshape(-1), yb.reshape(-1)
-    u1, u2, u3 = uintp(1), uintp(2), uintp(3)
-    m1 = uintp(6 * pitch)  # from point (r, k) to (r + 1, k)
-    m2, m3, m4, m5 = m1 + m1, m1 + m1 + m1, m1 * uintp(4), m1 * uintp(5)
-    s6 = uintp(6 * tw)  # from row r of sb to row r + 1
-    yw = uintp(4 * tw)
-    for o in range(o_):
-        bo = bias[o] if has_bias else zero
-        dst = y[n, o].reshape(-1)
-        for ty in range(th):
-            for k in range(6):
-                src = uintp(k * pitch + o * tc + t0 + ty * tw)
-                out = uintp(k * tw)
-                for tx in range(tw):
-                    i = src + uintp(tx)
-                    a0, a1, a2 = mf[i], mf[i + m1], mf[i + m2]
-                    a3, a4, a5 = mf[i + m3], mf[i + m4], mf[i + m5]
-                    j = out + uintp(tx)
-                    sf[j] = a0 + a1 + a2 + a3 + a4
-                    sf[j + s6] = a1 - a2 + f2 * (a3 - a4)
-                    sf[j + s6 + s6] = a1 + a2 + f4 * (a3 + a4)
-                    sf[j + s6 + s6 + s6] = a1 - a2 + f8 * (a3 - a4) + a5
-            for r in range(4):
-                base = uintp(r * 6 * tw)
-                row = uintp(r) * yw
-                for tx in range(tw):
-                    i = base + uintp(tx)
-                    s0, s1, s2 = sf[i], sf[i + uintp(tw)], sf[i + uintp(2 * tw)]
-                    s3, s4, s5 = sf[i + uintp(3 * tw)], sf[i + uintp(4 * tw)], \
-                        sf[i + uintp(5 * tw)]
-                    j = row + uintp(4 * tx)
-                    ybf[j] = s0 + s1 + s2 + s3 + s4
-                    ybf[j + u1] = s1 - s2 + f2 * (s3 - s4)
-                    ybf[j + u2] = s1 + s2 + f4 * (s3 + s4)
-                    ybf[j + u3] = s1 - s2 + f8 * (s3 - s4) + s5
-            for r in range(min(4, ho - 4 * ty)):
-                row = uintp(r) * yw
-                d = uintp((4 * ty + r) * wo)
-                for i in range(wo):
-                    f = ybf[row + uintp(i)]
-                    if has_bias:
-                        f = f + bo
-                    if relu and not (f >= zero or f != f):
-                        f = zero
-                    dst[d + uintp(i)] = f
 
 
 # ------------------------------------------------------------------ driver
@@ -284,24 +152,23 @@ def convolve(x, u, y, vf, v4, mf, m4, buf, sb, yb, bias, has_bias, relu, pt, pl,
              chunk, parts, bl):
     """``y = conv3x3(x) (+ bias) (then ReLU)`` from the transformed weights ``u``: each
     part takes its samples ``chunk`` at a time, transforms their input into ``V`` (flat
-    ``vf[t]``, as matrices ``v4[t, p]``), runs the 36 point GEMMs into ``M`` (``m4``,
-    ``mf``) and transforms those into ``y``."""
+    ``vf[t]``, as ``(tiles, C)`` matrices ``v4[t, p]``), runs the 36 point GEMMs
+    ``M_p = V_p U_p`` into ``M`` (``m4``, ``mf``) and transforms those into ``y``."""
     n_ = x.shape[0]
     per = th * tw
-    tc = v4.shape[3]
     vp, mp = v4.strides[1] // v4.itemsize, m4.strides[1] // m4.itemsize
     for t in prange(parts):
         lo, hi = t * n_ // parts, (t + 1) * n_ // parts
         for n0 in range(lo, hi, chunk):
             n1 = min(n0 + chunk, hi)
             for n in range(n0, n1):
-                _input(x, n, vf[t], vp, tc, (n - n0) * per, pt, pl, th, tw, buf[t])
+                input_tiles(x, n, vf[t], vp, (n - n0) * per, pt, pl, th, tw, buf[t])
             tt = (n1 - n0) * per
             for p in range(36):
-                gemm(u[p], v4[t, p, :, :tt], m4[t, p, :, :tt], 0.0, bl)
+                gemm(v4[t, p, :tt], u[p], m4[t, p, :tt], 0.0, bl)
             for n in range(n0, n1):
-                _output(mf[t], mp, tc, y, n, (n - n0) * per, th, tw, sb[t], yb[t], bias,
-                        has_bias, relu)
+                output_tiles(mf[t], mp, y, n, (n - n0) * per, th, tw, sb[t], yb[t], bias,
+                             has_bias, relu)
 
 
 # ------------------------------------------------------------------ kernels
@@ -327,11 +194,12 @@ def tiles(op, x_shape) -> int:
     return x_shape[0] * (-(-ho // 4)) * (-(-wo // 4))
 
 
-# "auto" takes Winograd from this many input and output channels. Measured side by side on
-# the 2-core AVX-512 machine, batch 32, 2 threads: at 128 channels 1.1-1.6x the direct
-# kernel (16x16: 361 against 220 GFLOP/s); at 16-64 channels no faster (the scalar
-# transforms cost what the GEMMs save), so those keep im2col's rounding.
-AUTO_MIN_CHANNELS = 128
+# "auto" takes Winograd from this many input and output channels. Measured on the 2-core
+# AVX-512 machine, batch 32, one thread, the fastest of 40 calls (the machine was loaded):
+# with the channel-blocked transforms, 16x16 at 32x32 1.7 ms against im2col's 2.6, 32x32 at
+# 16x16 1.0 against 2.1, 64x64 at 8x8 0.9 against 2.1. Below 16 channels a vector block
+# is mostly empty lanes, so those keep im2col's rounding.
+AUTO_MIN_CHANNELS = 16
 # ... and from this many output tiles per weight transform: the weights are transformed every
 # step (O*C*36 products), which small batches or small planes do not repay. torchvision's
 # resnet18 at batch 2, 64x64 (2..8 tiles per conv) ran 4.6x slower with Winograd than with
@@ -353,12 +221,12 @@ def _grad_input_geometry(op, dy_shape, w_shape, dx_shape, dtype):
                     threads.num_threads(), dtype)
 
 
-def _planes(flat, rows, tc, pitch):
-    """The ``(parts, 36, rows, tc)`` matrices of the point planes in ``flat``, ``pitch``
+def _planes(flat, tc, cols, pitch):
+    """The ``(parts, 36, tc, cols)`` matrices of the point planes in ``flat``, ``pitch``
     elements apart (a view)."""
     isz = flat.itemsize
     return np.lib.stride_tricks.as_strided(
-        flat, (flat.shape[0], 36, rows, tc), (flat.strides[0], pitch * isz, tc * isz, isz),
+        flat, (flat.shape[0], 36, tc, cols), (flat.strides[0], pitch * isz, cols * isz, isz),
         writeable=True)
 
 
@@ -366,8 +234,8 @@ def _step(gm, w, x, y, ws, bias, relu, flip):
     u, vf, mf, buf, sb, yb, gw = carve(ws, *gm.specs())
     has_bias = bias is not None
     b = bias if has_bias else u.reshape(-1)[:0]
-    args = (x, u, y, vf, _planes(vf, gm.c, gm.tc, gm.vpitch), mf,
-            _planes(mf, gm.o, gm.tc, gm.mpitch), buf, sb, yb, b, has_bias, relu, gm.pt, gm.pl,
+    args = (x, u, y, vf, _planes(vf, gm.tc, gm.c, gm.vpitch), mf,
+            _planes(mf, gm.tc, gm.o, gm.mpitch), buf, sb, yb, b, has_bias, relu, gm.pt, gm.pl,
             gm.th, gm.tw, gm.chunk, gm.parts, blas.HANDLE)
 
     def step():
