@@ -29,7 +29,9 @@ CPU_ONLY = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatM
             "Col2Im", "ConvNd", "ConvTransposeNd", "GridSample", "RoiAlign", "GatherND",
             "ScatterND", "TopK", "CumProd", "ReverseSequence", "Unique",
             "NonMaxSuppression", "BitCast", "Det", "DeformConv", "TfIdfVectorizer",
-            "TreeEnsemble"}
+            "TreeEnsemble",
+            # control flow: a GPU plan refuses it by name (tests/cuda/test_control_flow_cuda.py)
+            "If", "Loop", "Scan"}
 
 
 def test_every_cpu_kernel_has_a_cuda_kernel_and_a_case(gpu):
