@@ -174,12 +174,12 @@ def cast(n):
     from onnx import helper
 
     dt = helper.tensor_dtype_to_np_dtype(n.attr("to"))
-    return ops.cast(n.t(0), dt)
+    return ops.cast(n.t(0), dt, n.attr("saturate", 1), n.attr("round_mode", "up"))
 
 
 @importer("CastLike")
 def cast_like(n):
-    return ops.cast(n.t(0), n.t(1).dtype)
+    return ops.cast(n.t(0), n.t(1).dtype, n.attr("saturate", 1), n.attr("round_mode", "up"))
 
 
 def _transposed_pads(n, spatial, kernel, strides, dilations, out_pad):

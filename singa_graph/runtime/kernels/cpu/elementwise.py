@@ -13,7 +13,7 @@ from ....ir.op import OPS
 from ....ops import formulas
 from ...registry import carve, carved_bytes, kernel
 from ..generate import cpu_step
-from . import vecmath
+from . import narrow_cast, vecmath
 
 
 def _half_specs(ins, outs) -> list:
@@ -83,7 +83,7 @@ def broadcast_to(op, ins, outs):
     return lambda: np.copyto(y, x)
 
 
-@kernel("Cast")
-def cast(op, ins, outs):
+@kernel("Cast", workspace=narrow_cast.workspace)
+def cast(op, ins, outs, ws=None):
     (x,), (y,) = ins, outs
-    return lambda: np.copyto(y, x, casting="unsafe")
+    return narrow_cast.cast_step(op, x, y, ws)
