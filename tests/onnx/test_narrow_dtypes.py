@@ -119,3 +119,19 @@ def test_gpu_kernels_refuse_narrow_dtypes():
     with pytest.raises(DTypeError, match="float8_e4m3fn"):
         registry._refuse_narrow(ops.elementwise.Cast(y.dtype), [x], [y], "cuda")
     registry._refuse_narrow(ops.elementwise.Cast(y.dtype), [x], [y], "cpu")  # the CPU takes it
+
+
+@pytest.mark.parametrize("saturate", [True, False])
+def test_cast_exports_its_saturate_attribute(saturate):
+    """A non-saturating Cast into float8 stays non-saturating through export."""
+    from singa_graph import onnx as sg_onnx
+    from singa_graph.ir import Graph, Placeholder
+
+    x = Placeholder((EDGES.size,), np.float32, name="x")
+    y = ops.cast(x, dtypes.float8_e4m3fn, saturate=saturate)
+    proto = sg_onnx.export(Graph([y], inputs=[x]), opset=21)
+    (node,) = [n for n in proto.graph.node if n.op_type == "Cast"]
+    got = ReferenceEvaluator(proto).run(None, {proto.graph.input[0].name: EDGES})[0]
+    with np.errstate(all="ignore"):
+        _same(ops.cast(EDGES, dtypes.float8_e4m3fn, saturate=saturate).to_numpy(), got)
+    assert np.isnan(got.astype(np.float32)[EDGES == np.inf]).all() != saturate
