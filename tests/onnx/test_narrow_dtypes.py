@@ -131,6 +131,7 @@ def test_cast_exports_its_saturate_attribute(saturate):
     y = ops.cast(x, dtypes.float8_e4m3fn, saturate=saturate)
     proto = sg_onnx.export(Graph([y], inputs=[x]), opset=21)
     (node,) = [n for n in proto.graph.node if n.op_type == "Cast"]
+    assert [a.i for a in node.attribute if a.name == "saturate"] == ([] if saturate else [0])
     got = ReferenceEvaluator(proto).run(None, {proto.graph.input[0].name: EDGES})[0]
     with np.errstate(all="ignore"):
         _same(ops.cast(EDGES, dtypes.float8_e4m3fn, saturate=saturate).to_numpy(), got)

@@ -40,7 +40,8 @@ def formula_kernel(op, ins, outs, ws=None):
         (x,) = ins  # Max or Min of one tensor
         return lambda: np.copyto(y, x)
     narrow = any(a.dtype in dtypes.NARROW_FLOATS for a in (*ins, *outs))
-    if name in formulas.LIBRARY and not narrow:  # numpy's vectorised function (see formulas.LIBRARY)
+    # numpy's vectorised function (see formulas.LIBRARY); it has no narrow-float loops
+    if name in formulas.LIBRARY and not narrow:
         ufunc = getattr(np, formulas.LIBRARY[name])
         (x,) = ins
         return lambda: ufunc(x, out=y)
