@@ -242,8 +242,13 @@ def split(ctx, node):
 
 @exporter("Cast")
 def cast(ctx, node):
+    extra = {}
+    if not getattr(node.op, "saturate", True):  # ONNX's default is to saturate
+        extra["saturate"] = 0
+    if getattr(node.op, "round_mode", "up") != "up":
+        extra["round_mode"] = node.op.round_mode
     ctx.emit("Cast", node.inputs, node.outputs,
-             to=helper.np_dtype_to_tensor_dtype(np.dtype(node.op.dtype)))
+             to=helper.np_dtype_to_tensor_dtype(np.dtype(node.op.dtype)), **extra)
 
 
 @exporter("BroadcastTo")

@@ -6,7 +6,11 @@ ThresholdedRelu, Shrink, Hardmax).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import ops
+from ..ir.dtypes import NARROW_FLOATS
+from .import_nn import _Retyped
 from .program import scalar_like
 from .registry import importer
 
@@ -91,8 +95,13 @@ def shrink(n):
 
 
 def _coerced(n, fn, legacy, default_axis):
-    """``fn(x, axis)``; before opset 13 the input is coerced to 2-d at ``axis`` first."""
+    """``fn(x, axis)``; before opset 13 the input is coerced to 2-d at ``axis`` first.
+    bfloat16/float8 inputs are computed in float32 and the result rounded once."""
     x = n.t(0)
+    if x.dtype in NARROW_FLOATS:
+        narrow = x.dtype
+        return ops.cast(_coerced(_Retyped(n, [ops.cast(x, np.float32)]), fn, legacy,
+                                 default_axis), narrow)
     axis = n.attr("axis", default_axis)
     axis = axis + x.ndim if axis < 0 else axis
     if not legacy or axis == x.ndim - 1:

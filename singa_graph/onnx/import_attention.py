@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ops
+from ..ir.dtypes import NARROW_FLOATS
 from ..ir.tensor import Tensor
 from .import_logic import _bool
 from .program import constant, scalar_like
@@ -153,7 +154,8 @@ def _keys_seen(mask, sq, skv, offset, nonpad, causal, left, right, kernel_causal
 def attention(n):
     q, k, v = n.t(0), n.t(1), n.t(2)
     out_dtype = q.dtype
-    if q.dtype == np.float16:  # no float16 kernels: compute in float32, round once
+    if q.dtype == np.float16 or q.dtype in NARROW_FLOATS:
+        # no float16 or bfloat16 kernels: compute in float32, round once
         q, k, v = (ops.cast(t, np.float32) for t in (q, k, v))
     dt = q.dtype
     mask = n.t(3) if n.has(3) else None

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from .. import ops
+from ..ir.dtypes import NARROW_FLOATS
 from .registry import importer
 
 
@@ -132,9 +133,25 @@ def gemm(n):
                     bool(n.attr("transA", 0)), bool(n.attr("transB", 0)))
 
 
+class _Retyped:
+    """A node seen with other input tensors (MatMul of narrow floats runs in float32)."""
+
+    def __init__(self, n, inputs):
+        self._n, self._inputs = n, inputs
+
+    def t(self, i):
+        return self._inputs[i]
+
+    def __getattr__(self, name):
+        return getattr(self._n, name)
+
+
 @importer("MatMul")
 def matmul(n):
     a, b = n.t(0), n.t(1)
+    if a.dtype in NARROW_FLOATS:  # bfloat16/float8: a float32 product rounded once
+        n32 = _Retyped(n, [ops.cast(a, np.float32), ops.cast(b, np.float32)])
+        return ops.cast(matmul(n32), a.dtype)
     if a.dtype.kind != "f":
         n.fail("integer MatMul")
     a2 = ops.reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
@@ -174,12 +191,12 @@ def cast(n):
     from onnx import helper
 
     dt = helper.tensor_dtype_to_np_dtype(n.attr("to"))
-    return ops.cast(n.t(0), dt)
+    return ops.cast(n.t(0), dt, n.attr("saturate", 1), n.attr("round_mode", "up"))
 
 
 @importer("CastLike")
 def cast_like(n):
-    return ops.cast(n.t(0), n.t(1).dtype)
+    return ops.cast(n.t(0), n.t(1).dtype, n.attr("saturate", 1), n.attr("round_mode", "up"))
 
 
 def _transposed_pads(n, spatial, kernel, strides, dilations, out_pad):

@@ -4,8 +4,8 @@ QLinearConv).
 
 Scales and zero points become tensors that broadcast against what they describe: a
 per-axis vector is reshaped onto its axis, a blocked one (``block_size``) repeated along it.
-A missing zero point is a 0 of the quantised dtype. float8, float4 and int4/int2 quantised
-types have no numpy dtype in the library, so they fail with a DTypeError naming the type.
+A missing zero point is a 0 of the quantised dtype. The float8, float4 and int4/int2
+quantised types are ml_dtypes' (see :mod:`singa_graph.ir.dtypes`).
 """
 from __future__ import annotations
 
@@ -24,11 +24,10 @@ def _onnx_dtype(n, code):
         dt = np.dtype(helper.tensor_dtype_to_np_dtype(code))
     except Exception:  # an ONNX type numpy has no dtype for
         dt = None
-    if dt is None or dt.kind not in "iuf" or dt.itemsize < 1 or dt.name.startswith(
-            ("float8", "float4")):
+    if dt is None or not (dt.kind in "iuf" or dt.name in ops.quant.QUANTISED):
         name = helper.tensor_dtype_to_string(code) if code else "?"
         raise DTypeError(f"{n.op_type} node {n.name!r}: quantised type {name} is not "
-                         "supported (int8/16, uint8/16 and int32 are)")
+                         f"supported ({', '.join(ops.quant.QUANTISED)} are)")
     return dt
 
 
@@ -76,7 +75,7 @@ def quantize_linear(n):
             if scale.dtype != p else scale
     elif scale.dtype != x.dtype:
         scale = ops.cast(scale, x.dtype)
-    return ops.quantize_linear(x, scale, zp)
+    return ops.quantize_linear(x, scale, zp, n.attr("saturate", 1))
 
 
 @importer("DequantizeLinear")

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import ops
 from ..errors import ShapeError
+from ..ir.dtypes import NARROW_FLOATS
 from .program import constant
 from .registry import importer
 
@@ -158,6 +159,14 @@ def _contract(a, la, b, lb, keep):
 @importer("Einsum")
 def einsum(n):
     xs = [n.t(i) for i in range(n.n_inputs) if n.has(i)]
+    narrow = xs[0].dtype if xs and xs[0].dtype in NARROW_FLOATS else None
+    if narrow is not None:  # bfloat16/float8: contracted in float32, rounded once
+        xs = [ops.cast(x, np.float32) for x in xs]
+        return ops.cast(_einsum(n, xs), narrow)
+    return _einsum(n, xs)
+
+
+def _einsum(n, xs):
     terms, result = _terms(n, n.attr("equation"), [x.ndim for x in xs])
     diag = [_diagonal(x, t) for x, t in zip(xs, terms)]
     xs, terms = [d[0] for d in diag], [d[1] for d in diag]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
-from ..ir.dtypes import is_float
+from ..ir.dtypes import NARROW_FLOATS, is_float
 
 
 def broadcast_shape(a: tuple, b: tuple) -> tuple:
@@ -38,7 +38,9 @@ def same_dtype(*xs) -> np.dtype:
     return xs[0].dtype
 
 
-def need_float(*xs) -> None:
+def need_float(*xs, narrow=False) -> None:
+    """Refuse non-float tensors; ``narrow`` also admits bfloat16/float8/float4, for ops whose
+    CPU kernels compute them through float32 (the elementwise formulas)."""
     for x in xs:
-        if not is_float(x.dtype):
+        if not (is_float(x.dtype) or narrow and x.dtype in NARROW_FLOATS):
             raise DTypeError(f"{x.name} has dtype {x.dtype}; a floating dtype is required")

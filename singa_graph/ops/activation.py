@@ -20,7 +20,7 @@ class _Unary(Operation):
     inplace = {0: 0}
 
     def infer(self, x):
-        need_float(x)
+        need_float(x, narrow=hasattr(self, "formula"))
         return [TensorSpec(x.shape, x.dtype)]
 
 

@@ -118,7 +118,7 @@ class _Unary(Operation):
     inplace = {0: 0}
 
     def infer(self, x):
-        need_float(x)
+        need_float(x, narrow=hasattr(self, "formula"))
         return [TensorSpec(x.shape, x.dtype)]
 
 
@@ -206,10 +206,16 @@ class BroadcastTo(Operation):
 
 
 class Cast(Operation):
-    """Convert to another dtype (float <-> float keeps the gradient)."""
+    """Convert to another dtype (float <-> float keeps the gradient).
 
-    def __init__(self, dtype):
+    ``saturate`` and ``round_mode`` are ONNX's: into float8, values out of range become the
+    largest finite value instead of infinity or NaN; into float8_e8m0fnu, how the exponent
+    rounds ("up", "nearest", "down")."""
+
+    def __init__(self, dtype, saturate=True, round_mode="up"):
         self.dtype = np.dtype(dtype)
+        self.saturate = bool(saturate)
+        self.round_mode = str(round_mode)
 
     def infer(self, x):
         return [TensorSpec(x.shape, self.dtype)]
@@ -280,5 +286,6 @@ def mean_of(*xs):
     return ElementwiseMean()(*xs)
 
 
-def cast(x, dtype):
-    return Cast(dtype)(x)
+def cast(x, dtype, saturate=True, round_mode="up"):
+    """``x`` converted to ``dtype`` (see :class:`Cast` for the float8 attributes)."""
+    return Cast(dtype, saturate, round_mode)(x)

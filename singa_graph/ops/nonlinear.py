@@ -21,7 +21,7 @@ class _Act(Operation):
     """``y = f(x)`` elementwise; the backward is one :class:`ActivationGrad` op."""
 
     def infer(self, x):
-        need_float(x)
+        need_float(x, narrow=hasattr(self, "formula"))
         return [TensorSpec(x.shape, x.dtype)]
 
     def gradient(self, inputs, outputs, dys, needs):

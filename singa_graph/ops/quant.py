@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
+from ..ir import dtypes
 from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
 from ._util import broadcast_shape
@@ -23,11 +24,23 @@ __all__ = ["QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMu
            "dequantize_linear", "dynamic_quantize_linear", "matmul_integer", "qlinear_matmul",
            "conv_integer", "qlinear_conv"]
 
-QUANTISED = ("int8", "uint8", "int16", "uint16", "int32")
+QUANTISED = ("int8", "uint8", "int16", "uint16", "int32", "int4", "uint4", "int2", "uint2",
+             "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+             "float4_e2m1fn")
+
+
+def _kind(dt) -> str:
+    """numpy's kind letter, with the ml_dtypes narrow types as the floats/integers they are."""
+    dt = np.dtype(dt)
+    if dt in dtypes.NARROW_FLOATS:
+        return "f"
+    if dt in dtypes.NARROW_INTS:
+        return "i"
+    return dt.kind
 
 
 def _need(x, kinds, what, op):
-    if x.dtype.kind not in kinds:
+    if _kind(x.dtype) not in kinds:
         raise DTypeError(f"{op}: {what} {x.name} has dtype {x.dtype}; "
                          f"{'an integer' if kinds == 'iu' else 'a floating'} dtype is required")
 
@@ -47,12 +60,15 @@ def _matmul_shape(a, b) -> tuple:
 
 
 class QuantizeLinear(Operation):
-    """``saturate(rint(x / scale) + zero_point)`` in ``dtype`` (ties to even)."""
+    """``saturate(rint(x / scale) + zero_point)`` in ``dtype`` (ties to even). Into float8,
+    ``x / scale`` rounded to the format (clipped to its largest finite value when
+    ``saturate``; the zero point is 0); into float4_e2m1fn, ``x / scale + zero_point``."""
 
     differentiable = False
 
-    def __init__(self, dtype="uint8"):
+    def __init__(self, dtype="uint8", saturate=True):
         self.dtype = np.dtype(dtype)
+        self.saturate = bool(saturate)
         if self.dtype.name not in QUANTISED:
             raise DTypeError(f"QuantizeLinear to {self.dtype}: quantised dtypes are "
                              f"{', '.join(QUANTISED)}")
@@ -69,7 +85,8 @@ class QuantizeLinear(Operation):
 
 
 class DequantizeLinear(Operation):
-    """``(x - zero_point) * scale``, computed in float32, in ``dtype``."""
+    """``(x - zero_point) * scale``, computed in float32, in ``dtype``; float8 and float4
+    ``x`` have no zero point (ONNX's is 0)."""
 
     differentiable = False
 
@@ -77,7 +94,8 @@ class DequantizeLinear(Operation):
         self.dtype = np.dtype(dtype)
 
     def infer(self, x, scale, zero_point):
-        _need(x, "iu", "x", self.type)
+        if x.dtype.name not in QUANTISED:
+            _need(x, "iu", "x", self.type)
         _need(scale, "f", "scale", self.type)
         _fits(scale, x, "scale")
         _fits(zero_point, x, "zero point")
@@ -164,9 +182,9 @@ class QLinearConv(_ConvBase):
         return [TensorSpec(shape, y_zero.dtype)]
 
 
-def quantize_linear(x, scale, zero_point):
-    """Quantise ``x`` to ``zero_point``'s dtype."""
-    return QuantizeLinear(zero_point.dtype)(x, scale, zero_point)
+def quantize_linear(x, scale, zero_point, saturate=True):
+    """Quantise ``x`` to ``zero_point``'s dtype (``saturate``: see :class:`QuantizeLinear`)."""
+    return QuantizeLinear(zero_point.dtype, saturate)(x, scale, zero_point)
 
 
 def dequantize_linear(x, scale, zero_point, dtype=None):

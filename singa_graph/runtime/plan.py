@@ -175,7 +175,7 @@ class ExecutionPlan:
         dev = self.device
         arrays = []
         for t, v in zip(self.inputs, values):
-            a = v.data if hasattr(v, "data") and not isinstance(v, np.ndarray) else v
+            a = v if isinstance(v, np.ndarray) else v.data if hasattr(v, "data") else v
             on_device = dev.kind != "cpu" and dev.is_array(a)
             if not on_device:
                 a = np.asarray(a)

@@ -23,7 +23,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import DeviceError, UnsupportedOpError
+from ..errors import DeviceError, DTypeError, UnsupportedOpError
+from ..ir.dtypes import is_narrow
 from ..ir import bindings
 from . import threads
 
@@ -62,6 +63,7 @@ def get_kernel(op_type: str, device: str = "cpu") -> Callable:
 def workspace_bytes(op, ins, outs, device: str = "cpu") -> int:
     """Scratch bytes the kernel of ``op`` needs for these input/output shapes (0 if none)."""
     get_kernel(op.type, device)
+    _refuse_narrow(op, ins, outs, device)
     fn = WORKSPACE.get((op.type, device))
     return int(fn(op, ins, outs)) if fn is not None else 0
 
@@ -90,7 +92,18 @@ def binder(device: str = "cpu") -> Callable:
     return bind_op
 
 
+def _refuse_narrow(op, ins, outs, device):
+    """bfloat16, float8/4 and int4/2 are CPU storage types: no GPU kernel takes them."""
+    if device == "cpu":
+        return
+    for a in (*ins, *outs):
+        if a is not None and hasattr(a, "dtype") and is_narrow(a.dtype):
+            raise DTypeError(f"{op.type} on {device}: dtype {a.dtype} is supported on the "
+                             "cpu device only")
+
+
 def _bind(factory, op, ins, outs, device, ws) -> Callable:
+    _refuse_narrow(op, ins, outs, device)
     fn = WORKSPACE.get((op.type, device))
     if fn is None:
         return factory(op, ins, outs)

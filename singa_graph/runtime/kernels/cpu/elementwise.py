@@ -9,17 +9,23 @@ float32 GELU and its gradient as vectorised loops of their own (``formulas.CPU_F
 """
 import numpy as np
 
+from ....ir import dtypes
 from ....ir.op import OPS
 from ....ops import formulas
 from ...registry import carve, carved_bytes, kernel
 from ..generate import cpu_step
-from . import vecmath
+from . import narrow_cast, vecmath
+
+
+def _staged(a) -> bool:
+    return a.dtype == np.float16 or a.dtype in dtypes.NARROW_FLOATS
 
 
 def _half_specs(ins, outs) -> list:
-    """float32 staging of the float16 operands (Numba computes in float32 and float64 only;
-    float16 values are exact in float32, and the result is rounded once, to float16)."""
-    return [(tuple(a.shape), np.float32) for a in (*ins, *outs) if a.dtype == np.float16]
+    """float32 staging of the float16, bfloat16, float8 and float4 operands (Numba computes
+    in float32 and float64 only; their values are exact in float32, and the result is rounded
+    once, to the output's dtype)."""
+    return [(tuple(a.shape), np.float32) for a in (*ins, *outs) if _staged(a)]
 
 
 def _half_workspace(op, ins, outs) -> int:
@@ -33,7 +39,9 @@ def formula_kernel(op, ins, outs, ws=None):
     if len(ins) == 1 and name and formulas.arity(name) == 2:
         (x,) = ins  # Max or Min of one tensor
         return lambda: np.copyto(y, x)
-    if name in formulas.LIBRARY:  # numpy's vectorised function (see formulas.LIBRARY)
+    narrow = any(a.dtype in dtypes.NARROW_FLOATS for a in (*ins, *outs))
+    # numpy's vectorised function (see formulas.LIBRARY); it has no narrow-float loops
+    if name in formulas.LIBRARY and not narrow:
         ufunc = getattr(np, formulas.LIBRARY[name])
         (x,) = ins
         return lambda: ufunc(x, out=y)
@@ -46,8 +54,8 @@ def formula_kernel(op, ins, outs, ws=None):
     if not specs:
         return cpu_step(program, values, ins, y)
     staged = iter(carve(ws, *specs))
-    ins32 = [next(staged) if a.dtype == np.float16 else a for a in ins]
-    y32 = next(staged) if y.dtype == np.float16 else y
+    ins32 = [next(staged) if _staged(a) else a for a in ins]
+    y32 = next(staged) if _staged(y) else y
     run = cpu_step(program, values, ins32, y32)
     pairs = [(s, a) for s, a in zip(ins32, ins) if s is not a]
 
@@ -83,7 +91,7 @@ def broadcast_to(op, ins, outs):
     return lambda: np.copyto(y, x)
 
 
-@kernel("Cast")
-def cast(op, ins, outs):
+@kernel("Cast", workspace=narrow_cast.workspace)
+def cast(op, ins, outs, ws=None):
     (x,), (y,) = ins, outs
-    return lambda: np.copyto(y, x, casting="unsafe")
+    return narrow_cast.cast_step(op, x, y, ws)

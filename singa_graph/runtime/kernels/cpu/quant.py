@@ -8,34 +8,68 @@ scales' dtype, then applied in float64, as ONNX's reference computes it.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 from numba import njit, prange
 
+from ....ir import dtypes
 from ...registry import carve, carved_bytes, kernel
 from .loops import loops, pick
 
 
 def _limits(dt):
-    info = np.iinfo(dt)
+    info = ml_dtypes.iinfo(dt) if dt in dtypes.NARROW_INTS else np.iinfo(dt)
     return info.min, info.max
 
 
 # ---------------------------------------------------------------------- (de)quantise
+def _qdq_specs(op, ins, outs):
+    """The staged ``x / scale`` (or ``x - zero``) in the dtype it is computed in, and a
+    staged zero point where it is a narrow type numpy cannot compute with."""
+    x, z = ins[0], ins[2]
+    t = x.dtype if op.type == "QuantizeLinear" and x.dtype in dtypes.FLOATS else np.float32
+    specs = [(tuple(x.shape), t)]
+    if dtypes.is_narrow(z.dtype):
+        specs.append((tuple(z.shape), t))
+    return specs
+
+
 def _x_ws(op, ins, outs):
-    return carved_bytes((tuple(ins[0].shape), np.float32 if ins[0].dtype.kind != "f"
-                         else ins[0].dtype))
+    return carved_bytes(*_qdq_specs(op, ins, outs))
+
+
+def _staged(op, ins, outs, ws):
+    x, s, z = ins
+    t, *zs = carve(ws, *_qdq_specs(op, ins, outs))
+    return t, (zs[0] if zs else z)
 
 
 @kernel("QuantizeLinear", workspace=_x_ws)
 def quantize_linear(op, ins, outs, ws):
     (x, s, z), (y,) = ins, outs
-    (t,) = carve(ws, (x.shape, x.dtype))
+    t, zt = _staged(op, ins, outs, ws)
+    stage_z = (lambda: np.copyto(zt, z, casting="unsafe")) if zt is not z else (lambda: None)
+    if y.dtype in dtypes.FLOAT8_SATURATING or y.dtype == dtypes.float4_e2m1fn:
+        info = ml_dtypes.finfo(y.dtype)
+        clip = getattr(op, "saturate", True) and y.dtype != dtypes.float4_e2m1fn
+        lo, hi = t.dtype.type(float(info.min)), t.dtype.type(float(info.max))
+
+        def float_step():  # no rounding to integers; float8's zero point is 0 (ONNX)
+            np.divide(x, s, out=t, casting="unsafe")
+            if y.dtype == dtypes.float4_e2m1fn:
+                stage_z()
+                np.add(t, zt, out=t, casting="unsafe")
+            if clip:
+                np.clip(t, lo, hi, out=t)
+            np.copyto(y, t, casting="unsafe")
+        return float_step
     lo, hi = _limits(y.dtype)
 
     def step():
+        stage_z()
         np.divide(x, s, out=t, casting="unsafe")
         np.rint(t, out=t)
-        np.add(t, z, out=t, casting="unsafe")
+        np.add(t, zt, out=t, casting="unsafe")
         np.clip(t, lo, hi, out=t)
         np.copyto(y, t, casting="unsafe")
     return step
@@ -44,16 +78,25 @@ def quantize_linear(op, ins, outs, ws):
 @kernel("DequantizeLinear", workspace=_x_ws)
 def dequantize_linear(op, ins, outs, ws):
     (x, s, z), (y,) = ins, outs
-    (t,) = carve(ws, (x.shape, np.float32))
+    t, zt = _staged(op, ins, outs, ws)
+    no_zero = x.dtype in dtypes.NARROW_FLOATS  # float8/float4 have no zero point
 
     def step():
-        np.subtract(x, z, out=t, dtype=np.float32, casting="unsafe")
+        np.copyto(t, x, casting="unsafe")
+        if not no_zero:
+            if zt is not z:
+                np.copyto(zt, z, casting="unsafe")
+            np.subtract(t, zt, out=t, casting="unsafe")
         np.multiply(t, s, out=t, casting="unsafe")
         np.copyto(y, t, casting="unsafe")
     return step
 
 
-@kernel("DynamicQuantizeLinear", workspace=_x_ws)
+def _dynamic_ws(op, ins, outs):
+    return carved_bytes((tuple(ins[0].shape), ins[0].dtype))
+
+
+@kernel("DynamicQuantizeLinear", workspace=_dynamic_ws)
 def dynamic_quantize_linear(op, ins, outs, ws):
     (x,), (y, scale, zero) = ins, outs
     (t,) = carve(ws, (x.shape, x.dtype))
