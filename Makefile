@@ -55,10 +55,17 @@ torch: install
 # The simulator never compiles a kernel, so that run records every launch's argument types
 # and tests/ptx then compiles each one for sm_90 and sm_80 (NVVM from the CUDA toolkit or
 # the nvidia-* wheels, no GPU needed; skipped where there is none), in a third process
-# because the simulator replaces numba.cuda.
+# because the simulator replaces numba.cuda. The simulator runs kernels in Python on one
+# core, so its suite runs beside the CPU suite (its report printed after), not after it.
 test: install tools torch
-	$(PY) -m pytest -q --ignore=tests/ptx
-	NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q tests/cuda
+	@mkdir -p test-artifacts
+	@NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q -p no:cacheprovider tests/cuda \
+	    > test-artifacts/cuda-simulator.log 2>&1 & sim=$$!; \
+	$(PY) -m pytest -q --ignore=tests/ptx; cpu=$$?; \
+	wait $$sim; simrc=$$?; \
+	echo "== NUMBA_ENABLE_CUDASIM=1 pytest tests/cuda (test-artifacts/cuda-simulator.log)"; \
+	cat test-artifacts/cuda-simulator.log; \
+	test $$cpu -eq 0 && test $$simrc -eq 0
 	$(PY) -m pytest -q tests/ptx
 
 demo: install
