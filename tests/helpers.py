@@ -169,3 +169,17 @@ def hf_transformers():
             pass
     return pytest.importorskip("transformers", reason="transformers is not installed "
                                "(make torch installs it)")
+
+
+def onnx_model(nodes, inputs, outputs, inits=(), opset=17):
+    """A checked ONNX model (IR version at most 8, which onnxruntime reads) of ``nodes`` with
+    initialisers ``inits`` (name -> array)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    g = helper.make_graph(nodes, "g", inputs, outputs,
+                          [numpy_helper.from_array(v, k) for k, v in dict(inits).items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = min(m.ir_version, 8)
+    onnx.checker.check_model(m, full_check=True)
+    return m

@@ -15,6 +15,7 @@ from singa_graph import onnx as sonnx_io
 from singa_graph.errors import UnsupportedOpError
 from singa_graph.onnx.backend import SingaBackend
 from singa_graph.passes.verify import verify
+from tests.helpers import onnx_model as _model
 
 RNG = np.random.default_rng(0)
 
@@ -26,15 +27,6 @@ def _ort(proto, *xs):
 
 def _vi(name, shape, dtype=TensorProto.FLOAT):
     return helper.make_tensor_value_info(name, dtype, shape)
-
-
-def _model(nodes, inputs, outputs, inits=(), opset=17):
-    g = helper.make_graph(nodes, "g", inputs, outputs,
-                          [numpy_helper.from_array(v, k) for k, v in dict(inits).items()])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = min(m.ir_version, 8)
-    onnx.checker.check_model(m, full_check=True)
-    return m
 
 
 def _close(want, got, tol=1e-5):

@@ -6,10 +6,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from singa_graph import opt, random as sg_random, zoo
 from singa_graph import onnx as sonnx_io
+from tests.helpers import onnx_model as _model
 
 RNG = np.random.default_rng(0)
 
@@ -17,15 +18,6 @@ RNG = np.random.default_rng(0)
 def _ort(proto, *xs):
     sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     return sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), xs)})
-
-
-def _model(nodes, inputs, outputs, inits=(), opset=17):
-    g = helper.make_graph(nodes, "g", inputs, outputs,
-                          [numpy_helper.from_array(v, k) for k, v in dict(inits).items()])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = min(m.ir_version, 8)
-    onnx.checker.check_model(m, full_check=True)
-    return m
 
 
 def _f32(*shape):
