@@ -64,6 +64,25 @@ if HANDLE[0] == 0:
     ensure_blas()  # the fallback needs SciPy's BLAS: say so now, not at the first kernel
 
 
+def _arguments(context, builder, sig, args, dtype, iw):
+    """Lowerers of an intrinsic's arguments for a C call: ``num(i, t=iw)`` an integer of
+    LLVM type ``t``, ``data(i)`` an array's data pointer, ``scalar(i)`` a ``dtype`` value."""
+    tys = sig.args
+
+    def num(i, t=iw):
+        v = context.cast(builder, args[i], tys[i], types.int64)
+        return builder.trunc(v, t) if t.width < 64 else v
+
+    def data(i):
+        return builder.bitcast(make_array(tys[i])(context, builder, args[i]).data,
+                               cgutils.voidptr_t)
+
+    def scalar(i):
+        return context.cast(builder, args[i], tys[i], dtype)
+
+    return num, data, scalar
+
+
 def _cblas(width):
     """An intrinsic calling the row-major CBLAS GEMM at address ``fn`` (a runtime integer),
     with ``width``-bit integer dimensions; alpha and beta by value in ``c``'s dtype."""
@@ -74,7 +93,6 @@ def _cblas(width):
         sig = types.void(fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 
         def codegen(context, builder, sig, args):
-            tys = sig.args
             i32, iw = ir.IntType(32), ir.IntType(width)
             ft = context.get_value_type(dtype)
             voidp = cgutils.voidptr_t
@@ -82,17 +100,7 @@ def _cblas(width):
                                                    voidp, iw, ft, voidp, iw])
             ptr = builder.inttoptr(args[0], fnty.as_pointer())
 
-            def num(i, t=iw):
-                v = context.cast(builder, args[i], tys[i], types.int64)
-                return builder.trunc(v, t) if t.width < 64 else v
-
-            def data(i):
-                return builder.bitcast(make_array(tys[i])(context, builder, args[i]).data,
-                                       voidp)
-
-            def scalar(i):
-                return context.cast(builder, args[i], tys[i], dtype)
-
+            num, data, scalar = _arguments(context, builder, sig, args, dtype, iw)
             builder.call(ptr, (ir.Constant(i32, _ROW_MAJOR), num(1, i32), num(2, i32), num(3),
                                num(4), num(5), scalar(6), data(7), num(8), data(9), num(10),
                                scalar(11), data(12), num(13)))
@@ -194,7 +202,6 @@ def _cblas_gemv(width):
         sig = types.void(fn, ta, m, n, alpha, a, lda, x, incx, beta, y, incy)
 
         def codegen(context, builder, sig, args):
-            tys = sig.args
             i32, iw = ir.IntType(32), ir.IntType(width)
             ft = context.get_value_type(dtype)
             voidp = cgutils.voidptr_t
@@ -202,17 +209,7 @@ def _cblas_gemv(width):
                                                    iw, ft, voidp, iw])
             ptr = builder.inttoptr(args[0], fnty.as_pointer())
 
-            def num(i, t=iw):
-                v = context.cast(builder, args[i], tys[i], types.int64)
-                return builder.trunc(v, t) if t.width < 64 else v
-
-            def data(i):
-                return builder.bitcast(make_array(tys[i])(context, builder, args[i]).data,
-                                       voidp)
-
-            def scalar(i):
-                return context.cast(builder, args[i], tys[i], dtype)
-
+            num, data, scalar = _arguments(context, builder, sig, args, dtype, iw)
             builder.call(ptr, (ir.Constant(i32, _ROW_MAJOR), num(1, i32), num(2), num(3),
                                scalar(4), data(5), num(6), data(7), num(8), scalar(9),
                                data(10), num(11)))
