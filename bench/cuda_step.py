@@ -137,7 +137,7 @@ def _launch_us(repeat: int = 2000) -> float:
     return float(np.median(times) * 1e6)
 
 
-def worker(fw, name, steps, warmup, simulate) -> dict:
+def worker(fw, name, steps, warmup, simulate, profile=0) -> dict:
     kw, shape = TINY[name] if simulate else MODELS[name][1:3]
     out = {"framework": fw, "model": name}
     if fw == "torch":
@@ -164,12 +164,13 @@ def worker(fw, name, steps, warmup, simulate) -> dict:
             sgd.step()
             return loss.item()
         out["gpu"] = torch.cuda.get_device_name()
-        for _ in range(warmup):
+        out["first_loss"] = step()  # the same weights and batch as singa_graph's first step
+        for _ in range(max(0, warmup - 1)):
             step()
         torch.cuda.synchronize()
         before = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
-        out["first_loss"] = step()
+        step()
         out["memory"] = {"step_peak": torch.cuda.max_memory_allocated() - before,
                          "max_alloc": torch.cuda.max_memory_allocated()}
     else:
@@ -196,12 +197,16 @@ def worker(fw, name, steps, warmup, simulate) -> dict:
         step()
         times.append(time.perf_counter() - t0)
     out["times"] = times
+    if profile and fw == "singa":
+        # after the timing: profiling synchronises after every step
+        out["profile"] = m.profile(tx, ty, repeat=5).table(top=profile)
     return out
 
 
 def _spawn(fw, name, args) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", fw, "--model", name,
-           "--steps", str(args.steps), "--warmup", str(args.warmup)]
+           "--steps", str(args.steps), "--warmup", str(args.warmup),
+           "--profile", str(args.profile)]
     if args.simulate:
         cmd.append("--simulate")
     env = dict(os.environ)
@@ -221,12 +226,15 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--simulate", action="store_true",
                     help="tiny shapes on the CUDA simulator, singa_graph only (a self-check)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also print singa_graph's per-op-type times and its N slowest nodes "
+                         "(each step followed by a device synchronisation)")
     ap.add_argument("--worker", choices=("singa", "torch"), help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(args.worker, args.model, args.steps, args.warmup,
-                                args.simulate)))
+                                args.simulate, args.profile)))
         return
     frameworks = ("singa",) if args.simulate else ("singa", "torch")
     print(f"{time.strftime('%Y-%m-%d')}; median wall-clock ms per training step, each "
@@ -255,6 +263,9 @@ def main(argv=None):
                   f"torch step peak = {s['memory']['arena'] / t['memory']['step_peak']:.2f}")
             print(f"  first-step loss: singa {s['first_loss']:.6f}, torch "
                   f"{t['first_loss']:.6f}")
+        if s.get("profile"):
+            print("  singa_graph profile (first round):\n    " +
+                  s["profile"].replace("\n", "\n    "))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,18 @@ _mod: dict = {}
 SIMULATOR_SWITCH = "NUMBA_ENABLE_CUDASIM=1"
 
 
+def numpy_compat() -> None:
+    """Let numba-cuda <= 0.30 compile kernels under NumPy >= 2.5.
+
+    numba-cuda's target registries (loaded at the first kernel compile) register an
+    overload for ``np.row_stack``, which NumPy 2.5 removed; without it every compile fails
+    with AttributeError. ``row_stack`` was always an alias of ``vstack``, so restoring the
+    alias changes no NumPy behaviour. Called before numba.cuda is imported (idempotent).
+    """
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
+
+
 def cuda():
     """The ``numba.cuda`` module, imported on first use (DeviceError if missing)."""
     mod = _mod.get("cuda")
@@ -30,6 +42,7 @@ def cuda():
         with _lock:
             mod = _mod.get("cuda")
             if mod is None:
+                numpy_compat()
                 try:
                     from numba import cuda as mod
                 except ImportError as e:  # pragma: no cover - depends on the install

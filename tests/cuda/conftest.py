@@ -9,6 +9,10 @@ import pytest
 
 from launch_record import Recorder
 
+from singa_graph.runtime.gpu import numpy_compat
+
+numpy_compat()  # numba-cuda <= 0.30 compiles nothing under NumPy >= 2.5 without it
+
 try:
     from numba import config as _numba_config
     from numba import cuda as _cuda

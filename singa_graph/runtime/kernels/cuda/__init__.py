@@ -6,5 +6,9 @@ absent (the CUDA simulator).
 Importing this package registers every CUDA kernel; it is imported the first time an op
 runs on, or a plan is compiled for, a CUDA device.
 """
+from ...gpu import numpy_compat
+
+numpy_compat()  # before the kernel modules import numba.cuda
+
 from . import (activation, attention, conv, dist, dropout, elementwise, indexing,  # noqa: F401
                layout, linalg, loss, norm, pool, recurrent, reduce, shape, update)
