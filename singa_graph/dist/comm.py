@@ -29,6 +29,8 @@ from ..errors import SingaGraphError
 from ..runtime import threads
 
 DEFAULT_TIMEOUT = 300.0
+#: seconds a wait polls with sched_yield before it sleeps between polls
+_SPIN_S = 5e-3
 _POLL_PEERS = 0.25  # seconds between liveness checks of same-host peers
 _FORWARD_OUTPUT = 0.2  # seconds for mpiexec to forward our last words before MPI_Abort
 
@@ -142,6 +144,7 @@ class Communicator:
         start = time.monotonic()
         deadline = start + self.timeout
         next_check = start + _POLL_PEERS
+        spin_until = start + _SPIN_S
         nap = 2e-5
         while not req.Test():
             now = time.monotonic()
@@ -154,8 +157,14 @@ class Communicator:
             if now >= deadline:
                 self._fail(f"{what} did not complete within the {self.timeout:g} s timeout: "
                            "a peer process has died, hangs or runs a different step")
-            time.sleep(nap)  # yield the core: the peer we wait for may share it
-            nap = min(nap * 2, 1e-3)
+            if now < spin_until:
+                # a collective is a chain of handshakes, each waiting for the peer's next
+                # MPI call: yielding (not sleeping) lets a peer that shares this core run,
+                # and returns at once when none does, so each handshake costs microseconds
+                os.sched_yield()
+            else:  # a long wait (a peer compiling or writing a checkpoint): stop burning
+                time.sleep(nap)
+                nap = min(nap * 2, 1e-3)
 
     def _dead_peers(self) -> list[int]:
         dead = []
