@@ -19,20 +19,16 @@ unless :func:`set_num_threads` or ``SINGA_GRAPH_NUM_THREADS`` says otherwise. Pr
 that share a host, such as MPI ranks, each take their share of its cores
 (:func:`share_host`, called by ``singa_graph.dist``), unless the user set a count.
 
-How they wait. Between kernels OpenMP threads spin for a while before they sleep. libgomp
-spins 300,000 rounds by default (milliseconds): on a quiet machine that saves the 40-80 us
-it takes to wake a sleeping thread, but when another process wants a core, a spinning thread
-holds it, and a thread that lost its core to that process is only scheduled again at the
-end of the other's time slice, so every parallel kernel waits for it (squeezenet inference
-ran 3.4x slower with one of two cores taken by a busy loop, onnxruntime 1.5x). A short spin
-(``GOMP_SPINCOUNT``, :data:`SPINCOUNT` rounds: tens of microseconds, about the gap between
-two kernels of a step; libgomp itself drops to 100 rounds when it has more threads than
-cores) lets a thread sleep soon after its work, so that a busy machine gets its cores back
-and a woken thread runs at once. The price on a quiet machine is a wake-up (tens of
-microseconds) after every gap longer than the spin. libgomp
-reads this once, when it is loaded (when Numba starts its pool at the first parallel
-kernel), so it is set in the environment when singa_graph is imported; a user's own
-``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` wins (``OMP_WAIT_POLICY=passive``: sleep at once).
+How they wait. Between kernels libgomp's threads spin for a while (300,000 rounds,
+milliseconds) before they sleep, and singa_graph leaves that as it is. A shorter spin
+(``GOMP_SPINCOUNT=1000``, tried as the default here) let a busy machine have its cores back
+sooner but made every kernel after a gap wake its threads; measured with
+bench/contention.py on 2 cores, one taken by a busy loop (2026-11-26), squeezenet inference
+slowed 2.9-3.2x with the short spin and 1.1-1.3x with libgomp's (onnxruntime 1.0x), the CNN
+training step 1.4x and 2.1x (PyTorch 2.1x; the busy step took the same 7.4-7.8 ms either
+way), and the quiet steps of bench/step_time.py did not change. ``OMP_WAIT_POLICY`` and
+``GOMP_SPINCOUNT`` set by the user are libgomp's to read, as always
+(``OMP_WAIT_POLICY=passive``: sleep at once, for machines oversubscribed for long).
 
 ``configure(blas_threads=None)`` before the first step leaves BLAS alone (for programs that
 need multi-threaded BLAS elsewhere); ``SINGA_GRAPH_BLAS_THREADS`` sets the same from the
@@ -43,9 +39,6 @@ from __future__ import annotations
 import os
 import threading
 
-#: libgomp spin rounds before an idle thread sleeps (its default is 300,000)
-SPINCOUNT = 1000
-_WAIT_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 #: environment variables that set a thread count; any of them set means "the user chose"
 _COUNT_VARS = ("SINGA_GRAPH_NUM_THREADS", "NUMBA_NUM_THREADS")
 
@@ -67,22 +60,9 @@ def _env_threads():
     return int(v) if v else None
 
 
-def set_wait_policy() -> bool:
-    """Put the short spin into the environment unless the user chose a wait policy.
-
-    Returns True when the environment now holds singa_graph's choice. Effective only before
-    libgomp is loaded (Numba's first parallel kernel); called when singa_graph is imported.
-    """
-    if any(v in os.environ for v in _WAIT_VARS):
-        return os.environ.get("GOMP_SPINCOUNT") == str(SPINCOUNT)
-    os.environ["GOMP_SPINCOUNT"] = str(SPINCOUNT)
-    return True
-
-
 _policy["blas_threads"] = _env_blas()
 _policy["num_threads"] = _env_threads()
 _policy["chosen"] = any(v in os.environ for v in _COUNT_VARS)
-set_wait_policy()
 
 
 def configure(blas_threads: int | None = 1) -> None:

@@ -83,20 +83,19 @@ _RUN_A_KERNEL = """
 """
 
 
-def test_short_spin_is_in_the_environment_before_openmp_starts():
-    # libgomp reads its wait policy once, when it is loaded (Numba's first parallel kernel)
+def test_the_wait_policy_is_left_to_libgomp():
+    # a short spin (GOMP_SPINCOUNT=1000) slowed squeezenet 3x on a busy machine
+    # (bench/contention.py); singa_graph sets no wait policy and runs on libgomp ('omp')
     out = _fresh_env("""
         import os
         import singa_graph
-        from singa_graph.runtime import threads
-        maps = lambda: open("/proc/self/maps").read()
-        print("gomp" in maps(), os.environ.get("GOMP_SPINCOUNT") == str(threads.SPINCOUNT))
+        print(os.environ.get("GOMP_SPINCOUNT"), os.environ.get("OMP_WAIT_POLICY"))
     """ + _RUN_A_KERNEL + """
         import numba
         numba.get_num_threads()
-        print("gomp" in maps(), numba.threading_layer())
+        print(os.environ.get("GOMP_SPINCOUNT"), numba.threading_layer())
     """)
-    assert out.split() == ["False", "True", "True", "omp"]
+    assert out.split() == ["None", "None", "None", "omp"]
 
 
 @pytest.mark.parametrize("user", [{"OMP_WAIT_POLICY": "active"}, {"OMP_WAIT_POLICY": "passive"},
