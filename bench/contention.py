@@ -18,8 +18,8 @@ iterations of all rounds. The slowdown is busy / quiet; the last column is our s
 over the other framework's, the target being <= 1.5 against onnxruntime and PyTorch.
 
 Workers inherit the environment, so the thread policy under test can be changed from the
-command line (e.g. ``GOMP_SPINCOUNT=300000 python bench/contention.py`` for libgomp's
-default spinning; see singa_graph/runtime/threads.py). Numbers taken while other work runs
+command line (e.g. ``GOMP_SPINCOUNT=1000 python bench/contention.py`` for a short spin,
+or ``OMP_WAIT_POLICY=passive``; see singa_graph/runtime/threads.py). Numbers taken while other work runs
 on the machine are not comparable.
 
     python bench/contention.py [--workloads cnn,squeezenet] [--rounds 3] [--iters 30]
