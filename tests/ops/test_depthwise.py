@@ -68,15 +68,15 @@ def test_depthwise_matches_torch(case, dtype):
             np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10)
 
 
-@pytest.mark.parametrize("blocked", [True, False])
+@pytest.mark.parametrize("layout", ["last", "planes"])
 @pytest.mark.parametrize("case", [c for c in DEPTHWISE if c[2] == 1] +
-                         [(2, 37, 1, 9, 8, 5, 2, 2, 1), (1, 40, 1, 4, 4, 3, 1, 1, 1)])
-def test_depthwise_forward_both_layouts_match_torch(case, blocked, monkeypatch):
-    # the channel-blocked forward (small planes) and the plane-by-plane one, each forced on
-    # every shape, with a channel count that leaves a partial block of 16
-    big = 1 << 30 if blocked else 0
-    monkeypatch.setattr(depthwise, "BLOCKED_PLANE", big)
-    monkeypatch.setattr(depthwise, "BLOCKED_PLANE_STRIDED", big)
+                         [(2, 37, 1, 9, 8, 5, 2, 2, 1), (1, 40, 1, 4, 4, 3, 1, 1, 1),
+                          (3, 50, 1, 3, 3, 3, 1, 1, 1)])
+def test_depthwise_forward_every_layout_matches_torch(case, layout, monkeypatch):
+    # the channels-innermost forward (small planes) and the plane-by-plane one, each
+    # forced on every shape, with channel counts that give ranges of unequal widths
+    for name in ("LAST_PLANE", "LAST_PLANE_STRIDED"):
+        monkeypatch.setattr(depthwise, name, 1 << 30 if layout == "last" else 0)
     x, W, b, dy, a = _case(case, np.float32)
     for bias in (b, None):
         got = eager(lambda *t: ops.conv2d(*t, stride=a[0], padding=a[1], dilation=a[2],
@@ -161,3 +161,16 @@ def test_unequal_strides_and_wide_groups_keep_im2col():
     assert not depthwise.direct(ops.Conv2d((2, 1), 1, 1, 4), (4, 1, 3, 3))
     assert not depthwise.direct(ops.Conv2d(1, 1, 1, 2), (8, 16, 3, 3))
     assert not depthwise.direct(ops.Conv2d(1, 1, 1, 1), (8, 1, 3, 3))
+
+
+def test_channels_last_forward_does_not_depend_on_thread_count(monkeypatch):
+    # the channel ranges per sample follow the thread count; each output's sum does not
+    x, W, b, _, a = _case((1, 70, 1, 4, 4, 3, 1, 1, 1), np.float32)
+    assert depthwise._is_last(ops.Conv2d(*a), W.shape, (1, 70, 4, 4))
+    outs = []
+    for n in (1, 2, 5):
+        monkeypatch.setattr(depthwise.threads, "num_threads", lambda n=n: n)
+        outs.append(eager(lambda *t: ops.conv2d(*t, stride=a[0], padding=a[1], dilation=a[2],
+                                                groups=a[3]), x, W, b))
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0])

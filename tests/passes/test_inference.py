@@ -262,7 +262,7 @@ def _depthwise_chain(act, residual, size, stride):
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("size,stride", [(4, 1), (7, 2), (9, 1)])
 def test_fused_depthwise_epilogue_is_bit_for_bit(act, residual, size, stride):
-    # 4x4 and 7x7 at stride 2 run the channel-blocked forward, 9x9 the plane-by-plane one
+    # 4x4 and 7x7 at stride 2 run the channels-innermost forward, 9x9 the plane-by-plane one
     x = np.random.default_rng(1).standard_normal((2, 20, size, size)).astype(np.float32)
     p1, p0, y, y0 = _pair(_depthwise_chain(act, residual, size, stride), x)
     np.testing.assert_array_equal(y, y0)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ....runtime import threads
 from ...registry import carve, carved_bytes
-from . import depthwise_blocked as blocked
+from . import depthwise_channels_last as last
 from . import depthwise_loops as loops
 from .epilogue import NONE, RELU, act_args, act_code, conv_epilogue
 
@@ -94,37 +94,40 @@ def _dx_kind(op):
     return "dx" if op.stride == (1, 1) else "dx_strided"
 
 
-def _blocked_plan(op, ins, outs):
-    """``(spec, parts)`` of the channel-blocked forward (depthwise_blocked.py), which takes
-    the true depthwise convs (one input and one output channel per group)."""
-    x, w, y = ins[0].shape, ins[1].shape, outs[0].shape
-    n = x[0]
-    units = n * -(-x[1] // blocked.CB)
-    parts = _parts(units)
-    per = blocked.scratch_elements(w[2], w[3], op.stride[0], x[2], x[3], y[2], y[3])
-    return ((parts, per), np.dtype(outs[0].dtype)), parts
+#: output planes up to which depthwise forwards run with the channels innermost
+#: (depthwise_channels_last.py), at stride 1 and at larger strides. Measured on
+#: mobilenet_v2's shapes at batch 2 (one thread, 2026-11-26), against the plane-by-plane
+#: loops and the channel-blocked layout (16 channels a block) that it replaced:
+#: 960 channels at 2x2 20 us (75, 55), 576 at 4x4 30 (75, 55), 384 at 4x4 18 (51, 38),
+#: 192 at 8x8 33 (38, 55), 144 at 16x16 to 8x8 stride 2 50 (85, 60); at 16x16 stride 1
+#: the planes win (66 against 120), their rows being long enough to vectorise.
+LAST_PLANE, LAST_PLANE_STRIDED = 64, 64
 
 
-#: output planes up to which depthwise forwards run channel-blocked (depthwise_blocked.py),
-#: at stride 1 and at larger strides. Measured on the shapes of mnasnet0_5 at 64x64
-#: (one thread): 576 channels 2x2 5x5, 36 against 142 us; 240 at 4x4 5x5, 58 against 99;
-#: 144 at 8x8 to 4x4 5x5 stride 2, 38 against 207; 48 at 16x16 3x3 stride 1 stays on the
-#: planes (23 against 43 us), and so do larger planes, where the planes' row loops are
-#: long and the blocked layout's transposes cost more than they save.
-BLOCKED_PLANE, BLOCKED_PLANE_STRIDED = 16, 64
+def _true_depthwise(op, w_shape):
+    return w_shape[1] == 1 and w_shape[0] == op.groups
 
 
-def _is_blocked(op, w_shape, y_shape):
-    """Whether the depthwise forward runs channel-blocked."""
-    if w_shape[1] != 1 or w_shape[0] != op.groups:
+def _is_last(op, w_shape, y_shape):
+    """Whether the depthwise forward runs channels-innermost."""
+    if not _true_depthwise(op, w_shape):
         return False
     plane = y_shape[2] * y_shape[3]
-    return plane <= (BLOCKED_PLANE if op.stride[0] == 1 else BLOCKED_PLANE_STRIDED)
+    return plane <= (LAST_PLANE if op.stride[0] == 1 else LAST_PLANE_STRIDED)
+
+
+def _last_plan(ins, outs):
+    """``(spec, parts, per_sample)`` of the channels-innermost forward."""
+    x, w, y = ins[0].shape, ins[1].shape, outs[0].shape
+    per_sample = last.units_of(x[0], x[1], _parts(x[0] * x[1]))
+    parts = _parts(x[0] * per_sample)
+    per = last.scratch_elements(x[1], w[2], w[3], x[2], x[3], y[2], y[3], per_sample)
+    return ((parts, per), np.dtype(outs[0].dtype)), parts, per_sample
 
 
 def _conv_ws(op, ins, outs):
-    if _is_blocked(op, ins[1].shape, outs[0].shape):
-        return carved_bytes(_blocked_plan(op, ins, outs)[0])
+    if _is_last(op, ins[1].shape, outs[0].shape):
+        return carved_bytes(_last_plan(ins, outs)[0])
     return carved_bytes(_spec(_plan(op, "fwd", outs[0].shape, ins[1].shape, ins[0].shape),
                               outs[0].dtype))
 
@@ -143,15 +146,15 @@ def conv2d(op, ins, outs, ws):
         act = NONE
     cg, og = _widths(w.shape, op.groups)
     plan = _plan(op, "fwd", y.shape, w.shape, x.shape)
-    if _is_blocked(op, w.shape, y.shape):
-        spec, parts = _blocked_plan(op, ins, outs)
+    if _is_last(op, w.shape, y.shape):
+        spec, parts, per_sample = _last_plan(ins, outs)
         (scratch,) = carve(ws, spec)
         y3 = y.reshape(y.shape[0], y.shape[1], -1)
         res3 = ins[-1].reshape(y3.shape) if has_res else y3
         alpha, beta, k = act_args(op, y.dtype)
         args = (_flat(x), _flat(w), y3, bias, has_bias, relu, plan[0], plan[1], res3,
-                has_res, act, alpha, beta, k, scratch, parts)
-        return lambda: blocked.forward(*args)
+                has_res, act, alpha, beta, k, scratch, parts, per_sample)
+        return lambda: last.forward(*args)
     (scratch,) = carve(ws, _spec(plan, y.dtype))
     args = (_flat(x), _flat(w), _flat(y), False, plan[0], plan[1], cg, og, bias, has_bias,
             relu, scratch, plan[2])

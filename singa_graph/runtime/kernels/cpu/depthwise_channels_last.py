@@ -1,0 +1,115 @@
+"""Depthwise convolution forward with the channels innermost (runtime/kernels/cpu/depthwise.py).
+
+On the small planes of the last stages of mobile nets (2x2 to 8x8, hundreds of channels) a
+plane offers a 3x3 tap 4 to 64 outputs, too few for a vector loop along a row, and
+blocks of 16 interleaved channels (oneDNN's layout, which this kernel replaced) spend their
+time in loops of 2-8 vectors. Here a
+unit of work is a range of channels of one sample, transposed once into planned workspace
+as ``(H*W, cc)``: every output pixel then adds each of its valid taps as one flat loop over
+the ``cc`` channels, ``acc[p, :] += w[tap, :] * x[q, :]``, which LLVM vectorises over the
+whole range (hundreds of channels, not 16). The weights are transposed to ``(taps, cc)``
+the same way, and the output is transposed back into its NCHW planes on the way out, with
+bias, ReLU and the conv epilogue (residual add, activation).
+
+Taps are tested per pixel, so padding costs nothing and any stride or dilation reads only
+what it uses. Units are split into ``parts`` contiguous ranges, one per thread; each output
+element is computed by one thread in a fixed order (bias, then the taps row by row), so
+results do not depend on the thread count.
+"""
+from numba import njit, prange, uintp
+
+from .epilogue import conv_epilogue
+
+
+def units_of(n, c, parts) -> int:
+    """Channel ranges per sample: enough units to give every part work, each at least 16
+    channels wide (one AVX-512 vector) where there are that many."""
+    per = max(1, -(-parts // n))
+    return max(1, min(per, c // 16))
+
+
+def scratch_elements(c, kh, kw, h, w, ho, wo, per_sample) -> int:
+    """Workspace elements of one part: the transposed weights, input and output of its
+    widest unit (``ceil(c / per_sample)`` channels)."""
+    cc = -(-c // per_sample)
+    return cc * (kh * kw + h * w + ho * wo)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def forward(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, beta,
+            consts, ws, parts, per_sample):
+    """``y = act(depthwise_conv(x, w) + bias + res)`` for ``groups == C == O``.
+
+    ``x`` and ``w`` are flat; ``y3`` (and ``res3``) the output viewed as ``(N, C, Ho*Wo)``;
+    ``ws`` is ``(parts, scratch_elements(...))``; ``geo``/``dims`` as in
+    depthwise_loops.py; every sample's channels are cut into ``per_sample`` ranges."""
+    n_ = dims[0]
+    c_ = dims[1]
+    units = n_ * per_sample
+    for t in prange(parts):
+        for u in range(t * units // parts, (t + 1) * units // parts):
+            n = u // per_sample
+            k = u % per_sample
+            c0 = k * c_ // per_sample
+            c1 = (k + 1) * c_ // per_sample
+            _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha,
+                  beta, consts, ws[t], n, c0, c1)
+
+
+@njit(cache=True, nogil=True)
+def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, beta, consts,
+          scratch, n, c0, c1):
+    kh, kw, s, pt, pl, dh, dw = geo
+    _, c_, h, wi, _, ho, wo = dims
+    taps = kh * kw
+    cc = c1 - c0
+    hw = h * wi
+    pw = ho * wo
+    wt = scratch[:taps * cc]
+    xt = scratch[taps * cc:(taps + hw) * cc]
+    acc = scratch[(taps + hw) * cc:(taps + hw + pw) * cc]
+    zero = scratch.dtype.type(0)
+    for c in range(cc):  # weights (cc, taps) -> (taps, cc)
+        wb = uintp((c0 + c) * taps)
+        for tp in range(taps):
+            wt[uintp(tp * cc + c)] = w[wb + uintp(tp)]
+    for c in range(cc):  # input planes (cc, H*W) -> (H*W, cc)
+        xb = uintp((n * c_ + c0 + c) * hw)
+        for q in range(hw):
+            xt[uintp(q * cc + c)] = x[xb + uintp(q)]
+    for p in range(pw):
+        pb = uintp(p * cc)
+        if has_bias:
+            for c in range(cc):
+                acc[pb + uintp(c)] = bias[uintp(c0 + c)]
+        else:
+            for c in range(cc):
+                acc[pb + uintp(c)] = zero
+    for oy in range(ho):
+        for ox in range(wo):
+            pb = uintp((oy * wo + ox) * cc)
+            for i in range(kh):
+                iy = oy * s - pt + i * dh
+                if iy < 0 or iy >= h:
+                    continue
+                for j in range(kw):
+                    ix = ox * s - pl + j * dw
+                    if ix < 0 or ix >= wi:
+                        continue
+                    tb = uintp((i * kw + j) * cc)
+                    qb = uintp((iy * wi + ix) * cc)
+                    for c in range(cc):
+                        u = uintp(c)
+                        acc[pb + u] += wt[tb + u] * xt[qb + u]
+    yb = y3[n]
+    for c in range(cc):  # (Ho*Wo, cc) -> output planes, ReLU on the way
+        dst = yb[c0 + c]
+        for p in range(pw):
+            f = acc[uintp(p * cc + c)]
+            if relu and not (f >= zero or f != f):
+                f = zero
+            dst[uintp(p)] = f
+    if has_res or act:
+        conv_epilogue(yb[c0:c1], yb[0, :0], False,
+                      res3[n, c0:c1] if has_res else yb[c0:c1], has_res,
+                      act, alpha, beta, consts)
