@@ -192,3 +192,29 @@ def test_max_pool_keeps_the_fold_order_with_nan_and_signed_zero(k, s, p, ceil):
     want = _fold_max(x, k, s, p, y.shape[2], y.shape[3])
     np.testing.assert_array_equal(y, want)
     assert (np.signbit(y) == np.signbit(want)).all()
+
+
+@pytest.mark.parametrize("layout", ["channels last", "planes"])
+@pytest.mark.parametrize("size", [2, 4, 7, 16])
+@pytest.mark.parametrize("k,s,p,ceil", [(3, 1, 1, True), (3, 2, 0, True), (2, 1, 0, False),
+                                        (5, 3, 2, False)])
+def test_both_max_pool_layouts_match_the_fold_on_nan_and_zero_heavy_planes(size, k, s, p, ceil,
+                                                                    layout, monkeypatch):
+    # the channels-innermost kernel (max_pool.py) and the plane-by-plane one, each forced
+    # on every shape: a tenth of the cells NaN and a third of them zeros of either sign,
+    # on the plane sizes of googlenet and squeezenet
+    from singa_graph.runtime.kernels.cpu import max_pool
+    last = layout == "channels last"
+    monkeypatch.setattr(max_pool, "SMALL_PLANE", 1 << 30 if last else 0)
+    monkeypatch.setattr(max_pool, "MIN_CHANNELS", 0 if last else 1 << 30)
+    g = np.random.default_rng(size * 100 + k * 10 + s)
+    x = g.standard_normal((2, 5, size, size + 1)).astype(np.float32)
+    x[g.random(x.shape) < 0.3] = 0.0
+    x[g.random(x.shape) < 0.15] = -0.0
+    x[g.random(x.shape) < 0.1] = np.nan
+    if p * 2 > k:
+        pytest.skip("padding over half the window")
+    y = eager(lambda t: ops.max_pool2d(t, k, s, p, ceil_mode=ceil), x)
+    want = _fold_max(x, k, s, p, y.shape[2], y.shape[3])
+    np.testing.assert_array_equal(y, want)
+    assert (np.signbit(y) == np.signbit(want)).all()

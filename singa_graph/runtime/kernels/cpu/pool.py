@@ -11,12 +11,15 @@ The common 2x2, stride 2, unpadded case (where ceil mode adds no partial window)
 loops (``_POOL2_*``): each output row reads two contiguous input rows and vectorises; the
 backward writes every dx cell once. The max backward recomputes the argmax from x, taking
 the first maximum in row-major window order in both paths (as cuDNN and PyTorch do), and can
-mask its result with a ReLU's output (``relu``, set by passes/fuse.py).
+mask its result with a ReLU's output (``relu``, set by passes/fuse.py). Max pooling on
+small planes of many channels runs channels innermost instead (max_pool.py).
 """
 import numpy as np
 from numba import njit, prange, uintp
 
-from ...registry import kernel
+from ... import threads
+from ...registry import carve, carved_bytes, kernel
+from . import max_pool
 from .loops import loops, pick
 from .reduce import mean_planes
 
@@ -253,7 +256,30 @@ def _bind2(pair, op, x_shape, pooled):
     return pick(pair, pooled.size * 4), op.type.startswith("Max")
 
 
-@kernel("MaxPool2d")
+def _max_pool_spec(op, ins, outs):
+    """The workspace of max_pool.py's channels-innermost kernel and its split, or None
+    where the plane-by-plane loops here run."""
+    x, y = ins[0], outs[0]
+    if _is_2x2(op, x.shape, y) or not max_pool.chosen(x.shape, y.shape):
+        return None
+    parts, per_sample, per = max_pool.plan(x.shape, y.shape, threads.num_threads())
+    return ((parts, per), y.dtype), parts, per_sample
+
+
+def _max_pool_ws(op, ins, outs):
+    spec = _max_pool_spec(op, ins, outs)
+    return 0 if spec is None else carved_bytes(spec[0])
+
+
+@kernel("MaxPool2d", workspace=_max_pool_ws)
+def max_pool2d(op, ins, outs, ws):
+    spec = _max_pool_spec(op, ins, outs)
+    if spec is None:
+        return pool2d(op, ins, outs)
+    (scratch,) = carve(ws, spec[0])
+    return max_pool.bind(ins[0], outs[0], op, scratch, spec[1], spec[2])
+
+
 @kernel("AvgPool2d")
 def pool2d(op, ins, outs):
     (x,), (y,) = ins, outs

@@ -1,0 +1,98 @@
+"""Max pooling forward with the channels innermost, on small planes of many channels
+(runtime/kernels/cpu/pool.py runs the others plane by plane).
+
+The 2x2 to 16x16 planes of googlenet and squeezenet at 64x64 have rows too short for a
+vector loop (LLVM's loops take 16-64 floats a step), and pooling them plane by plane ran
+15x slower than onnxruntime. Here a unit of work, a range of channels of one sample, is
+transposed into planned workspace as ``(H*W, cc)``, and each output pixel folds its
+window's cells in row-major order as vector loops over the ``cc`` channels, then the result
+is transposed back. That is the plane-by-plane fold itself (the first maximum kept,
+``v > m``, so a NaN in a window's first cell stays and later ones are skipped), so the
+results are the same bit for bit.
+"""
+import numpy as np
+from numba import prange, uintp
+
+from .depthwise_channels_last import units_of
+from .loops import loops, pick
+
+#: output planes up to which, and channels from which, max pooling runs channels
+#: innermost. Measured at batch 2 (one thread, 2026-11-26), 3x3 windows, against the
+#: plane-by-plane loops: 832 channels at 2x2 9 us (88), 512 at 4x4 21 (181), 192 at 8x8
+#: 32 (177), 192 at 16x16 to 8x8 84 (170), 256 at 7x7 to 3x3 45 (60); even at 64 at 31x31
+#: to 15x15 (132 against 128) and 128 at 15x15 to 7x7 (82, 86); 16 channels at 32x32 to
+#: 16x16, batch 32, took 815 against 601.
+SMALL_PLANE, MIN_CHANNELS = 256, 64
+
+
+def chosen(x_shape, y_shape) -> bool:
+    """Whether a max pool of ``x_shape`` into ``y_shape`` runs here."""
+    return y_shape[2] * y_shape[3] <= SMALL_PLANE and x_shape[1] >= MIN_CHANNELS
+
+
+def scratch_elements(c, h, w, ho, wo, per_sample) -> int:
+    """Workspace elements of one part: the transposed input and output of its widest unit
+    (``ceil(c / per_sample)`` channels)."""
+    return -(-c // per_sample) * (h * w + ho * wo)
+
+
+@loops
+def _MAX_POOL_LAST(x, y, dims, kh, kw, sh, sw, pt, pl, ws, parts, per_sample):
+    """``x`` and ``y`` flat (a view per plane costs more than these planes' work);
+    ``dims`` is ``(N, C, H, W, Ho, Wo)``."""
+    n_, c_, h, w, ho, wo = dims
+    units = n_ * per_sample
+    hw, pw = h * w, ho * wo
+    for t in prange(parts):
+        for u in range(t * units // parts, (t + 1) * units // parts):
+            n = u // per_sample
+            c0 = (u % per_sample) * c_ // per_sample
+            c1 = (u % per_sample + 1) * c_ // per_sample
+            cc = c1 - c0
+            xt = ws[t, :hw * cc]
+            acc = ws[t, hw * cc:(hw + pw) * cc]
+            for c in range(cc):  # planes (cc, H*W) -> (H*W, cc)
+                sb = uintp((n * c_ + c0 + c) * hw)
+                for q in range(hw):
+                    xt[uintp(q * cc + c)] = x[sb + uintp(q)]
+            for oy in range(ho):
+                y0 = oy * sh - pt
+                ya, yb = max(y0, 0), min(y0 + kh, h)
+                for ox in range(wo):
+                    x0 = ox * sw - pl
+                    xa, xb = max(x0, 0), min(x0 + kw, w)
+                    ab = uintp((oy * wo + ox) * cc)
+                    fb = uintp((ya * w + xa) * cc)
+                    for c in range(cc):
+                        acc[ab + uintp(c)] = xt[fb + uintp(c)]
+                    for iy in range(ya, yb):
+                        for ix in range(xa + 1 if iy == ya else xa, xb):
+                            qb = uintp((iy * w + ix) * cc)
+                            for c in range(cc):
+                                k = uintp(c)
+                                v = xt[qb + k]
+                                m = acc[ab + k]
+                                acc[ab + k] = v if v > m else m
+            for c in range(cc):  # (Ho*Wo, cc) -> output planes
+                db = uintp((n * c_ + c0 + c) * pw)
+                for p in range(pw):
+                    y[db + uintp(p)] = acc[uintp(p * cc + c)]
+
+
+def plan(x_shape, y_shape, threads) -> tuple:
+    """``(parts, per_sample, scratch elements per part)`` of a max pool."""
+    n, c, h, w = x_shape
+    per_sample = units_of(n, c, threads)
+    parts = max(1, min(threads, n * per_sample))
+    return parts, per_sample, scratch_elements(c, h, w, y_shape[2], y_shape[3], per_sample)
+
+
+def bind(x, y, op, ws, parts, per_sample):
+    """The step of a max pool of ``x`` into ``y``; ``ws`` is ``(parts, scratch)``."""
+    (kh, kw), (sh, sw), (pt, pl, _, _) = op.kernel, op.stride, op.padding
+    fn = pick(_MAX_POOL_LAST, y.size * kh * kw)
+    xf, yf = x.reshape(-1), y.reshape(-1)
+    if not (np.may_share_memory(xf, x) and np.may_share_memory(yf, y)):
+        raise ValueError("max pooling needs contiguous arrays")
+    dims = (*x.shape, *y.shape[2:])
+    return lambda: fn(xf, yf, dims, kh, kw, sh, sw, pt, pl, ws, parts, per_sample)
