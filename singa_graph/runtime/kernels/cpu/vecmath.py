@@ -17,7 +17,8 @@ ops run one by one, in graph and eager mode alike.
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 from .vexp import _exp32 as expf
 
@@ -54,6 +55,19 @@ def erff(x):
     q = q * x2 + Q3
     q = q * x2 + Q4
     return x * p / q
+
+
+def erf(x):
+    """``erf`` for the generated CPU kernels (generate.py substitutes it for ``math.erf``):
+    :func:`erff` in float32, ``math.erf`` in float64; callable from Numba code only."""
+    return math.erf(x)
+
+
+@overload(erf, jit_options={"cache": True, "error_model": "numpy"})
+def _erf_impl(x):
+    if x == types.float32:
+        return lambda x: erff(x)
+    return lambda x: math.erf(x)
 
 
 @_jit
