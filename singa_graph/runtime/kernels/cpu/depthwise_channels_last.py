@@ -35,6 +35,16 @@ def scratch_elements(c, kh, kw, h, w, ho, wo, per_sample) -> int:
     return cc * (kh * kw + h * w + ho * wo)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def planes_to_rows(x, xt, first, cc, hw):
+    """``xt[q*cc + c] = x[(first + c)*hw + q]``: the ``cc`` planes of ``hw`` elements from
+    plane ``first`` of the flat ``x`` as ``(hw, cc)``, channels innermost."""
+    for c in range(cc):
+        xb = uintp((first + c) * hw)
+        for q in range(hw):
+            xt[uintp(q * cc + c)] = x[xb + uintp(q)]
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def forward(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, beta,
             consts, ws, parts, per_sample):
@@ -73,10 +83,7 @@ def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, 
         wb = uintp((c0 + c) * taps)
         for tp in range(taps):
             wt[uintp(tp * cc + c)] = w[wb + uintp(tp)]
-    for c in range(cc):  # input planes (cc, H*W) -> (H*W, cc)
-        xb = uintp((n * c_ + c0 + c) * hw)
-        for q in range(hw):
-            xt[uintp(q * cc + c)] = x[xb + uintp(q)]
+    planes_to_rows(x, xt, n * c_ + c0, cc, hw)
     for p in range(pw):
         pb = uintp(p * cc)
         if has_bias:

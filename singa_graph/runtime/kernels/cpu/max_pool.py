@@ -13,7 +13,7 @@ results are the same bit for bit.
 import numpy as np
 from numba import prange, uintp
 
-from .depthwise_channels_last import units_of
+from .depthwise_channels_last import planes_to_rows, units_of
 from .loops import loops, pick
 
 #: output planes up to which, and channels from which, max pooling runs channels
@@ -51,10 +51,7 @@ def _MAX_POOL_LAST(x, y, dims, kh, kw, sh, sw, pt, pl, ws, parts, per_sample):
             cc = c1 - c0
             xt = ws[t, :hw * cc]
             acc = ws[t, hw * cc:(hw + pw) * cc]
-            for c in range(cc):  # planes (cc, H*W) -> (H*W, cc)
-                sb = uintp((n * c_ + c0 + c) * hw)
-                for q in range(hw):
-                    xt[uintp(q * cc + c)] = x[sb + uintp(q)]
+            planes_to_rows(x, xt, n * c_ + c0, cc, hw)
             for oy in range(ho):
                 y0 = oy * sh - pt
                 ya, yb = max(y0, 0), min(y0 + kh, h)
