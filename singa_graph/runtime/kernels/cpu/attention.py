@@ -176,7 +176,7 @@ def _score(row, r, b, h, mask, kind, lim, scale):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _exp_shift(row, lim, shift):
+def exp_shift(row, lim, shift):
     """``row[:lim] = exp(row[:lim] - shift)`` (a loop LLVM vectorises: no division check, one
     array), ``row[lim:] = 0``; returns the sum of the exponentials, accumulated in float64
     in four lanes."""
@@ -219,7 +219,7 @@ def _ATT_FWD(q, k, v, mask, kind, causal, scale, out, lse, ws, parts, blas):
             for r in range(sq):
                 lim = min(r + 1, sk) if causal else sk
                 m = _score(s[r], r, b, h, mask, kind, lim, scale)
-                tot = _exp_shift(s[r], lim, m)
+                tot = exp_shift(s[r], lim, m)
                 inv = s.dtype.type(1.0 / tot)
                 row = s[r]
                 for c in range(lim):
@@ -241,7 +241,7 @@ def _ATT_BWD(dout, q, k, v, out, lse, mask, kind, causal, scale, dq, dk, dv, ws,
             for r in range(sq):
                 lim = min(r + 1, sk) if causal else sk
                 _score(s[r], r, b, h, mask, kind, lim, scale)
-                _exp_shift(s[r], lim, lse[b, h, r])
+                exp_shift(s[r], lim, lse[b, h, r])
             gemm(s.T, dout[b, h], dv[b, h], 0.0, blas)
             gemm(dout[b, h], v[b, h].T, dp, 0.0, blas)
             do, o = dout[b, h], out[b, h]
