@@ -267,3 +267,19 @@ def test_fused_depthwise_epilogue_is_bit_for_bit(act, residual, size, stride):
     p1, p0, y, y0 = _pair(_depthwise_chain(act, residual, size, stride), x)
     np.testing.assert_array_equal(y, y0)
     assert len(p1.nodes) < len(p0.nodes)
+
+
+@pytest.mark.parametrize("act", ["relu", "relu6", "hardswish", "silu"])
+def test_fused_pointwise_epilogue_is_bit_for_bit(act):
+    # 256 channels at 2x2: runtime/kernels/cpu/pointwise.py's dot products
+    def build():
+        rng = np.random.default_rng(2)
+        x = Placeholder((2, 256, 2, 2), name="x")
+        w = _const(rng.standard_normal((64, 256, 1, 1)) * 0.1)
+        y = ops.conv2d(x, w, _const(rng.standard_normal(64)), 1, 0)
+        y = ops.add(y, ops.conv2d(x, _const(rng.standard_normal((64, 256, 1, 1)) * 0.1)))
+        return Graph([ops.mul(_act(y, act), _const(1.5))], inputs=[x])
+    x = np.random.default_rng(1).standard_normal((2, 256, 2, 2)).astype(np.float32)
+    fused, plain = compile(build()), compile(build(), fuse=False)
+    np.testing.assert_array_equal(fused.run([x])[0], plain.run([x])[0])
+    assert len(fused.nodes) < len(plain.nodes)

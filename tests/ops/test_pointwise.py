@@ -1,0 +1,48 @@
+"""1x1 convolutions over few columns (runtime/kernels/cpu/pointwise.py): against numpy,
+the GEMM path and any thread count (the fused epilogue: tests/passes/test_inference.py)."""
+import numpy as np
+import pytest
+
+from singa_graph import ops
+from singa_graph.runtime.kernels.cpu import conv, pointwise
+from helpers import eager
+
+# (N, C, O, H, W): the late 1x1 convs of mobilenet_v2 and squeezenet at 64x64, batch 2
+SHAPES = [(2, 320, 1280, 2, 2), (2, 512, 100, 3, 3), (1, 300, 70, 1, 5), (3, 256, 33, 2, 1)]
+
+
+def _numpy(x, w, b):
+    y = np.einsum("oc,ncl->nol", w[:, :, 0, 0].astype(np.float64),
+                  x.reshape(x.shape[0], x.shape[1], -1).astype(np.float64))
+    return (y + b[None, :, None]).reshape(x.shape[0], w.shape[0], *x.shape[2:])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_pointwise_matches_numpy_and_the_gemm_path(shape, dtype, monkeypatch):
+    n, c, o, h, w = shape
+    rng = np.random.default_rng(c)
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    W = (rng.standard_normal((o, c, 1, 1)) / np.sqrt(c)).astype(dtype)
+    b = rng.standard_normal(o).astype(dtype)
+    assert pointwise.chosen(conv._Geom(ops.Conv2d(1, 0, 1, 1), x.shape, W.shape,
+                                       (n, o, h, w), dtype))
+    y = eager(lambda *t: ops.conv2d(*t), x, W, b)
+    # float32 sums of C products in another order than numpy's: a few ulp of the terms
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(y, _numpy(x, W, b), rtol=tol, atol=tol)
+    monkeypatch.setattr(pointwise, "MAX_COLUMNS", 0)  # the per-sample GEMMs
+    np.testing.assert_allclose(y, eager(lambda *t: ops.conv2d(*t), x, W, b), rtol=tol,
+                               atol=tol)
+
+
+def test_pointwise_results_do_not_depend_on_thread_count(monkeypatch):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 300, 3, 3)).astype(np.float32)
+    W = rng.standard_normal((97, 300, 1, 1)).astype(np.float32)
+    outs = []
+    for t in (1, 2, 7):
+        monkeypatch.setattr(conv.threads, "num_threads", lambda t=t: t)
+        outs.append(eager(lambda *a: ops.conv2d(*a), x, W))
+    for y in outs[1:]:
+        np.testing.assert_array_equal(y, outs[0])
