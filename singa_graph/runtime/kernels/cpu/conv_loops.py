@@ -199,6 +199,18 @@ def grad_weight(dy3, x, x3, dw3, cols, acc, geo, ho, wo, pointwise, parts, bl):
 
 
 
+@njit(cache=True, nogil=True)
+def _stack_columns(x, x3, cols, n, geo, ho, wo, pointwise):
+    """Sample ``n``'s columns (its im2col, or the input itself when pointwise) into its
+    block of the side-by-side ``cols`` ``(C*kh*kw, N*L)``."""
+    ln = ho * wo
+    dst = cols[:, n * ln:(n + 1) * ln]
+    if pointwise:
+        dst[:, :] = x3[n]
+    else:
+        im2col(x, x3, n, dst, geo, ho, wo)
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def grad_weight_stacked(dy3, x, x3, dw3, cols, dys, geo, ho, wo, pointwise, parts, bl):
     """``dW = dY @ im2col(X)^T`` with the batch side by side: for tiny output planes
@@ -210,11 +222,7 @@ def grad_weight_stacked(dy3, x, x3, dw3, cols, dys, geo, ho, wo, pointwise, part
     n_, g_, og, k = x.shape[0], dw3.shape[0], dw3.shape[1], dw3.shape[2]
     ln = ho * wo
     for n in prange(n_):
-        dst = cols[:, n * ln:(n + 1) * ln]
-        if pointwise:
-            dst[:, :] = x3[n]
-        else:
-            im2col(x, x3, n, dst, geo, ho, wo)
+        _stack_columns(x, x3, cols, n, geo, ho, wo, pointwise)
         dys[:, n * ln:(n + 1) * ln] = dy3[n]
     for t in prange(parts):
         o0, o1 = t * og // parts, (t + 1) * og // parts
@@ -234,11 +242,7 @@ def forward_stacked(x, x3, w3, y3, cols, ys, bias, geo, ho, wo, has_bias, res3, 
     n_, g_, og, k = x.shape[0], w3.shape[0], w3.shape[1], w3.shape[2]
     ln = ho * wo
     for n in prange(n_):
-        dst = cols[:, n * ln:(n + 1) * ln]
-        if pointwise:
-            dst[:, :] = x3[n]
-        else:
-            im2col(x, x3, n, dst, geo, ho, wo)
+        _stack_columns(x, x3, cols, n, geo, ho, wo, pointwise)
     for t in prange(parts):
         o0, o1 = t * og // parts, (t + 1) * og // parts
         for g in range(g_):
