@@ -55,8 +55,10 @@ def _pair(v):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("case", CASES)
 def test_conv_forward_matches_onnx(case, dtype, stack, monkeypatch):
-    # per sample, and with the batch side by side (conv.STACK_COLUMNS: tiny planes)
+    # per sample, and with the batch side by side (conv.STACK_COLUMNS: tiny planes, with
+    # large weights: conv.STACK_WEIGHT_BYTES)
     monkeypatch.setattr(conv_kernels, "STACK_COLUMNS", stack)
+    monkeypatch.setattr(conv_kernels, "STACK_WEIGHT_BYTES", 0)
     c, o, g, k, s, p, d, h, w = case
     x = rng.standard_normal((2, c, h, w)).astype(dtype)
     W = rng.standard_normal((o, c // g) + k).astype(dtype)

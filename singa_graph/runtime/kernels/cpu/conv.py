@@ -74,7 +74,7 @@ def _conv_ws(op, ins, outs):
     gm = _geom(op, ins[0], ins[1], outs[0])
     if pointwise.chosen(gm):
         return carved_bytes(pointwise.spec(gm))
-    stacked = None if gm.pointwise else _stacked_specs(gm)
+    stacked = _forward_stacked_specs(gm)
     if stacked is not None:
         return carved_bytes(*stacked)
     return carved_bytes(gm.cols_spec())
@@ -101,7 +101,7 @@ def conv2d(op, ins, outs, ws):
         return lambda: pointwise.forward(*args)
     # (a pointwise conv multiplies the input itself, sample by sample: copying it side by
     # side for one GEMM measured slower, 0.13 -> 0.24 ms CPU for 192 -> 1152 channels at 2x2)
-    stacked = None if gm.pointwise else _stacked_specs(gm)
+    stacked = _forward_stacked_specs(gm)
     if stacked is not None:
         cols, ys = carve(ws, *stacked)
         parts = max(1, min(threads.num_threads(), gm.og))
@@ -186,6 +186,11 @@ def _grad_weight_specs(gm):
 #: 512-channel 3x3 convs at 2x2, batch 2, took 25-30 ms per weight gradient with a partial
 #: dW per part, and its forward packed the 9.4 MB of weights once per sample
 STACK_COLUMNS = 64
+#: ... and the forward only for weights of at least this many bytes: packing them once per
+#: sample costs less than the stacked forward's copy-out below that (batch 2, two threads:
+#: densenet's 32x1152 at 4x4 40 against 52 us per sample vs stacked, its 2x2 28 against 38;
+#: 320x1440 at 2x2 141 against 120; ResNet's 512x4608 at 2x2 658 against 514)
+STACK_WEIGHT_BYTES = 3 << 19
 
 
 def _stacked_specs(gm):
@@ -193,6 +198,13 @@ def _stacked_specs(gm):
     if gm.n * gm.l > STACK_COLUMNS:
         return None
     return ((gm.c * gm.kh * gm.kw, gm.n * gm.l), gm.dtype), ((gm.o, gm.n * gm.l), gm.dtype)
+
+
+def _forward_stacked_specs(gm):
+    """:func:`_stacked_specs` where the forward lays the batch side by side, or None."""
+    if gm.pointwise or gm.o * gm.k * gm.dtype.itemsize < STACK_WEIGHT_BYTES:
+        return None
+    return _stacked_specs(gm)
 
 
 def _grad_weight_ws(op, ins, outs):
