@@ -5,7 +5,7 @@ CBLAS (blas.HANDLE) and through the SciPy fallback alike."""
 import numpy as np
 import pytest
 
-from singa_graph.runtime.kernels.cpu import blas
+from singa_graph.runtime.kernels.cpu import blas, dots, linalg
 
 rng = np.random.default_rng(3)
 SCIPY = (0, 0, False)  # no CBLAS address: the SciPy fallback
@@ -96,3 +96,32 @@ def test_usable_refuses_what_it_cannot_pass_to_blas():
     assert not blas.usable(a.astype(np.int32), b.astype(np.int32), np.empty((4, 5), np.int32))
     assert not blas.usable(a, b.astype(np.float64), c)            # mixed dtypes
     assert not blas.usable(a[::-1], b, c)                         # negative strides
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-5), (np.float64, 1e-13)])
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8, 9])
+@pytest.mark.parametrize("parts", [1, 2, 3])
+def test_rows_by_dots_matches_float64(m, parts, dtype, tol):
+    # few rows times a transposed weight (a classifier's Gemm): four rows at a time, then
+    # one by one, each weight row split among the parts
+    a = rng.standard_normal((m, 37)).astype(dtype)
+    w = rng.standard_normal((11, 37)).astype(dtype)
+    c = np.full((m, 11), np.nan, dtype)
+    dots.rows_by_dots(a, w, c, parts)()
+    np.testing.assert_allclose(c, _ref(a, w.T), rtol=tol, atol=tol)
+
+
+def test_few_row_products_with_a_transposed_weight_take_the_dot_products(monkeypatch):
+    # split_matmul's choice: same result as the kernel itself, and independent of threads
+    a = rng.standard_normal((2, 300)).astype(np.float32)
+    w = rng.standard_normal((500, 300)).astype(np.float32)
+    seen = []
+    real = dots.rows_by_dots
+    monkeypatch.setattr(dots, "rows_by_dots", lambda *args: seen.append(args) or real(*args))
+    y = np.empty((2, 500), np.float32)
+    linalg.split_matmul(a, w.T, y)()
+    assert len(seen) == 1
+    y1 = np.empty_like(y)
+    real(a, w, y1, 1)()
+    np.testing.assert_array_equal(y, y1)
+    np.testing.assert_allclose(y, _ref(a, w.T), rtol=1e-5, atol=1e-4)

@@ -6,9 +6,9 @@ columns. OpenBLAS packs the whole weight for each such call and runs at 30-50 GF
 there, and one call per sample reads the weight once per sample. Here the batch's columns
 are transposed side by side into planned workspace (``N*L x C``, a few KiB), and each
 output row ``o`` of the weight is read once for all of them, as dot products four columns
-at a time (each weight element loaded once for four multiply-adds), which LLVM vectorises
-along ``C`` (the sums are reassociated: ``fastmath`` ``reassoc``). Measured at batch 2
-(2026-11-26): 1280x320 weights at 2x2 167 us on one thread against 213 for the
+at a time (dots.py: each weight element loaded once for four multiply-adds), which LLVM
+vectorises along ``C`` (the sums are reassociated: ``fastmath`` ``reassoc``). Measured at
+batch 2 (2026-11-26): 1280x320 weights at 2x2 167 us on one thread against 213 for the
 per-sample GEMMs, 71 against 109 on two (the parts split the output rows), 320x960 88
 against 152 on one thread.
 
@@ -18,13 +18,13 @@ count; they differ from BLAS's in the last bits (another summation order).
 import numpy as np
 from numba import njit, prange, uintp
 
+from .dots import FAST, dot1, dot4
 from .epilogue import conv_epilogue
 
 #: batch x plane (columns) up to which, and input channels from which, pointwise convs
 #: take these kernels. Below 256 channels the dot products are too short (96 channels at
 #: 4x4, batch 2: 109 us against the GEMMs' 43; 160 at 2x2: 69 against 45)
 MAX_COLUMNS, MIN_CHANNELS = 64, 256
-_FAST = {"reassoc", "contract"}
 
 
 def chosen(gm) -> bool:
@@ -42,7 +42,7 @@ def parts_of(gm, threads: int) -> int:
     return max(1, min(threads, gm.o))
 
 
-@njit(cache=True, nogil=True, parallel=True, error_model="numpy", fastmath=_FAST)
+@njit(cache=True, nogil=True, parallel=True, error_model="numpy", fastmath=FAST)
 def forward(x3, w, xt, y3, bias, has_bias, res3, has_res, act, alpha, beta, consts, parts):
     """``y3[n] = act(w @ x3[n] + bias + res3[n])``: ``x3``/``y3`` are ``(N, C, L)`` and
     ``(N, O, L)``, ``w`` the flat ``O x C`` weight, ``xt`` the flat ``N*L x C`` scratch."""
@@ -58,27 +58,15 @@ def forward(x3, w, xt, y3, bias, has_bias, res3, has_res, act, alpha, beta, cons
             wb = uintp(o * c_)
             j = 0
             while j + 4 <= j_:
-                b0, b1 = uintp(j * c_), uintp((j + 1) * c_)
-                b2, b3 = uintp((j + 2) * c_), uintp((j + 3) * c_)
-                s0 = s1 = s2 = s3 = w.dtype.type(0)
-                for k in range(c_):
-                    u = uintp(k)
-                    a = w[wb + u]
-                    s0 += a * xt[b0 + u]
-                    s1 += a * xt[b1 + u]
-                    s2 += a * xt[b2 + u]
-                    s3 += a * xt[b3 + u]
+                s0, s1, s2, s3 = dot4(w, wb, xt, uintp(j * c_), uintp((j + 1) * c_),
+                                      uintp((j + 2) * c_), uintp((j + 3) * c_), c_)
                 y3[j // l_, o, j % l_] = s0
                 y3[(j + 1) // l_, o, (j + 1) % l_] = s1
                 y3[(j + 2) // l_, o, (j + 2) % l_] = s2
                 y3[(j + 3) // l_, o, (j + 3) % l_] = s3
                 j += 4
             while j < j_:
-                b0 = uintp(j * c_)
-                s0 = w.dtype.type(0)
-                for k in range(c_):
-                    s0 += w[wb + uintp(k)] * xt[b0 + uintp(k)]
-                y3[j // l_, o, j % l_] = s0
+                y3[j // l_, o, j % l_] = dot1(w, wb, xt, uintp(j * c_), c_)
                 j += 1
     for n in prange(n_):
         conv_epilogue(y3[n], bias, has_bias, res3[n] if has_res else y3[n], has_res, act,
