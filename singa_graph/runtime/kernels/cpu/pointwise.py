@@ -18,7 +18,7 @@ count; they differ from BLAS's in the last bits (another summation order).
 import numpy as np
 from numba import njit, prange, uintp
 
-from .dots import FAST, dot1, dot4
+from .dots import FAST, block_of, products
 from .epilogue import conv_epilogue
 
 #: batch x plane (columns) up to which, and input channels from which, pointwise convs
@@ -48,26 +48,13 @@ def forward(x3, w, xt, y3, bias, has_bias, res3, has_res, act, alpha, beta, cons
     ``(N, O, L)``, ``w`` the flat ``O x C`` weight, ``xt`` the flat ``N*L x C`` scratch."""
     n_, c_, l_ = x3.shape
     o_ = y3.shape[1]
-    j_ = n_ * l_
     for n in prange(n_):
         for c in range(c_):
             for q in range(l_):
                 xt[uintp((n * l_ + q) * c_ + c)] = x3[n, c, q]
     for t in prange(parts):
-        for o in range(t * o_ // parts, (t + 1) * o_ // parts):
-            wb = uintp(o * c_)
-            j = 0
-            while j + 4 <= j_:
-                s0, s1, s2, s3 = dot4(w, wb, xt, uintp(j * c_), uintp((j + 1) * c_),
-                                      uintp((j + 2) * c_), uintp((j + 3) * c_), c_)
-                y3[j // l_, o, j % l_] = s0
-                y3[(j + 1) // l_, o, (j + 1) % l_] = s1
-                y3[(j + 2) // l_, o, (j + 2) % l_] = s2
-                y3[(j + 3) // l_, o, (j + 3) % l_] = s3
-                j += 4
-            while j < j_:
-                y3[j // l_, o, j % l_] = dot1(w, wb, xt, uintp(j * c_), c_)
-                j += 1
+        o0, o1 = block_of(t, parts, o_)
+        products(w, xt, y3, o0, o1, c_)
     for n in prange(n_):
         conv_epilogue(y3[n], bias, has_bias, res3[n] if has_res else y3[n], has_res, act,
                       alpha, beta, consts)
