@@ -47,12 +47,14 @@ def planes_to_rows(x, xt, first, cc, hw):
 
 @njit(cache=True, nogil=True, parallel=True)
 def forward(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, beta,
-            consts, ws, parts, per_sample):
+            consts, ws, parts, per_sample, flip):
     """``y = act(depthwise_conv(x, w) + bias + res)`` for ``groups == C == O``.
 
     ``x`` and ``w`` are flat; ``y3`` (and ``res3``) the output viewed as ``(N, C, Ho*Wo)``;
     ``ws`` is ``(parts, scratch_elements(...))``; ``geo``/``dims`` as in
-    depthwise_loops.py; every sample's channels are cut into ``per_sample`` ranges."""
+    depthwise_loops.py; every sample's channels are cut into ``per_sample`` ranges.
+    ``flip`` reverses every kernel's taps: the input gradient of a stride-1 conv is this
+    correlation of ``dy`` with the flipped kernels, padded by ``dilation*(k-1) - pad``."""
     n_ = dims[0]
     c_ = dims[1]
     units = n_ * per_sample
@@ -63,12 +65,12 @@ def forward(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha
             c0 = k * c_ // per_sample
             c1 = (k + 1) * c_ // per_sample
             _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha,
-                  beta, consts, ws[t], n, c0, c1)
+                  beta, consts, ws[t], n, c0, c1, flip)
 
 
 @njit(cache=True, nogil=True)
 def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, beta, consts,
-          scratch, n, c0, c1):
+          scratch, n, c0, c1, flip):
     kh, kw, s, pt, pl, dh, dw = geo
     _, c_, h, wi, _, ho, wo = dims
     taps = kh * kw
@@ -82,7 +84,7 @@ def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, 
     for c in range(cc):  # weights (cc, taps) -> (taps, cc)
         wb = uintp((c0 + c) * taps)
         for tp in range(taps):
-            wt[uintp(tp * cc + c)] = w[wb + uintp(tp)]
+            wt[uintp((taps - 1 - tp if flip else tp) * cc + c)] = w[wb + uintp(tp)]
     planes_to_rows(x, xt, n * c_ + c0, cc, hw)
     for p in range(pw):
         pb = uintp(p * cc)
