@@ -86,12 +86,14 @@ def test_depthwise_forward_every_layout_matches_torch(case, layout, monkeypatch)
 
 
 @pytest.mark.parametrize("layout", ["last", "planes"])
-@pytest.mark.parametrize("case", [c for c in DEPTHWISE if c[2] == 1 and c[6] == 1] +
-                         [(2, 37, 1, 4, 4, 5, 1, 2, 1), (3, 50, 1, 3, 3, 3, 1, 1, 1)])
+@pytest.mark.parametrize("case", [c for c in DEPTHWISE if c[2] == 1] +
+                         [(2, 37, 1, 4, 4, 5, 1, 2, 1), (3, 50, 1, 3, 3, 3, 1, 1, 1),
+                          (2, 37, 1, 9, 8, 5, 2, 2, 1)])
 def test_depthwise_input_gradient_every_layout_matches_torch(case, layout, monkeypatch):
-    # stride 1: the channels-innermost forward of dy with the kernels flipped (small
-    # planes), and the plane-by-plane transposed correlation, each forced on every shape
-    monkeypatch.setattr(depthwise, "LAST_PLANE", 1 << 30 if layout == "last" else 0)
+    # channels innermost (small planes: at stride 1 the forward of dy with the kernels
+    # flipped, strided the forward's adjoint) and plane by plane, each forced on every shape
+    for name in ("LAST_PLANE", "LAST_PLANE_STRIDED_DX"):
+        monkeypatch.setattr(depthwise, name, 1 << 30 if layout == "last" else 0)
     x, W, b, dy, a = _case(case, np.float32)
     assert depthwise._dx_is_last(ops.Conv2d(*a), W.shape, x.shape) == (layout == "last")
     got = _ours_all(x, W, None, dy, *a)[1]

@@ -102,6 +102,8 @@ def _dx_kind(op):
 #: 192 at 8x8 33 (38, 55), 144 at 16x16 to 8x8 stride 2 50 (85, 60); at 16x16 stride 1
 #: the planes win (66 against 120), their rows being long enough to vectorise.
 LAST_PLANE, LAST_PLANE_STRIDED = 64, 64
+#: input planes up to which strided depthwise input gradients run channels innermost
+LAST_PLANE_STRIDED_DX = 1024
 
 
 def _true_depthwise(op, w_shape):
@@ -117,12 +119,13 @@ def _is_last(op, w_shape, y_shape):
 
 
 def _dx_is_last(op, w_shape, dx_shape):
-    """Whether a stride-1 depthwise input gradient runs channels-innermost, as the forward
-    of ``dy`` with the kernels flipped (measured at batch 2, one thread: 960 channels at
-    2x2 0.41 ms plane by plane against 0.02; 5x5 kernels on 672 at 4x4 0.14 against
-    0.03)."""
-    return (_true_depthwise(op, w_shape) and op.stride == (1, 1)
-            and dx_shape[2] * dx_shape[3] <= LAST_PLANE)
+    """Whether a depthwise input gradient runs channels-innermost: at stride 1 as the
+    forward of ``dy`` with the kernels flipped, strided as the forward's adjoint (measured
+    at batch 2, one thread: 960 channels at 2x2 0.41 ms plane by plane against 0.02; 5x5
+    kernels on 672 at 4x4 0.14 against 0.03)."""
+    return (_true_depthwise(op, w_shape)
+            and dx_shape[2] * dx_shape[3] <= (LAST_PLANE if op.stride == (1, 1)
+                                              else LAST_PLANE_STRIDED_DX))
 
 
 def _last_plan(ins, outs):
@@ -163,7 +166,7 @@ def conv2d(op, ins, outs, ws):
         res3 = ins[-1].reshape(y3.shape) if has_res else y3
         alpha, beta, k = act_args(op, y.dtype)
         args = (_flat(x), _flat(w), y3, bias, has_bias, relu, plan[0], plan[1], res3,
-                has_res, act, alpha, beta, k, scratch, parts, per_sample, False)
+                has_res, act, alpha, beta, k, scratch, parts, per_sample, False, False)
         return lambda: last.forward(*args)
     (scratch,) = carve(ws, _spec(plan, y.dtype))
     args = (_flat(x), _flat(w), _flat(y), False, plan[0], plan[1], cg, og, bias, has_bias,
@@ -201,8 +204,13 @@ def conv2d_grad_input(op, ins, outs, ws):
         (scratch,) = carve(ws, spec)
         dx3 = dx.reshape(dx.shape[0], dx.shape[1], -1)
         alpha, beta, k = act_args(op, dx.dtype)
-        args = (_flat(dy), _flat(w), dx3, _flat(w)[:0], False, False, plan[0], plan[1], dx3,
-                False, NONE, alpha, beta, k, scratch, parts, per_sample, True)
+        if kind == "dx":  # the forward's geometry from dy into dx, kernels flipped
+            geo, dims, flip, adjoint = plan[0], plan[1], True, False
+        else:  # the adjoint of the forward's own geometry
+            fwd = _plan(op, "fwd", dy.shape, w.shape, dx.shape)
+            geo, dims, flip, adjoint = fwd[0], fwd[1], False, True
+        args = (_flat(dy), _flat(w), dx3, _flat(w)[:0], False, False, geo, dims, dx3,
+                False, NONE, alpha, beta, k, scratch, parts, per_sample, flip, adjoint)
         return lambda: last.forward(*args)
     (scratch,) = carve(ws, _spec(plan, dx.dtype))
     if kind == "dx":

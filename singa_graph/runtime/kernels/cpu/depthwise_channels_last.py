@@ -47,14 +47,17 @@ def planes_to_rows(x, xt, first, cc, hw):
 
 @njit(cache=True, nogil=True, parallel=True)
 def forward(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, beta,
-            consts, ws, parts, per_sample, flip):
+            consts, ws, parts, per_sample, flip, adjoint):
     """``y = act(depthwise_conv(x, w) + bias + res)`` for ``groups == C == O``.
 
     ``x`` and ``w`` are flat; ``y3`` (and ``res3``) the output viewed as ``(N, C, Ho*Wo)``;
     ``ws`` is ``(parts, scratch_elements(...))``; ``geo``/``dims`` as in
     depthwise_loops.py; every sample's channels are cut into ``per_sample`` ranges.
     ``flip`` reverses every kernel's taps: the input gradient of a stride-1 conv is this
-    correlation of ``dy`` with the flipped kernels, padded by ``dilation*(k-1) - pad``."""
+    correlation of ``dy`` with the flipped kernels, padded by ``dilation*(k-1) - pad``.
+    ``adjoint`` runs the transpose of the forward of ``geo``/``dims`` (the input gradient
+    at any stride): ``x`` is then ``dy`` and ``y3`` is ``dx``, each output pixel's
+    channels scattered back onto the input pixels its taps read."""
     n_ = dims[0]
     c_ = dims[1]
     units = n_ * per_sample
@@ -65,28 +68,29 @@ def forward(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha
             c0 = k * c_ // per_sample
             c1 = (k + 1) * c_ // per_sample
             _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha,
-                  beta, consts, ws[t], n, c0, c1, flip)
+                  beta, consts, ws[t], n, c0, c1, flip, adjoint)
 
 
 @njit(cache=True, nogil=True)
 def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, beta, consts,
-          scratch, n, c0, c1, flip):
+          scratch, n, c0, c1, flip, adjoint):
     kh, kw, s, pt, pl, dh, dw = geo
     _, c_, h, wi, _, ho, wo = dims
     taps = kh * kw
     cc = c1 - c0
     hw = h * wi
     pw = ho * wo
+    src, dst = (pw, hw) if adjoint else (hw, pw)  # plane sizes read and written
     wt = scratch[:taps * cc]
-    xt = scratch[taps * cc:(taps + hw) * cc]
-    acc = scratch[(taps + hw) * cc:(taps + hw + pw) * cc]
+    xt = scratch[taps * cc:(taps + src) * cc]
+    acc = scratch[(taps + src) * cc:(taps + src + dst) * cc]
     zero = scratch.dtype.type(0)
     for c in range(cc):  # weights (cc, taps) -> (taps, cc)
         wb = uintp((c0 + c) * taps)
         for tp in range(taps):
             wt[uintp((taps - 1 - tp if flip else tp) * cc + c)] = w[wb + uintp(tp)]
-    planes_to_rows(x, xt, n * c_ + c0, cc, hw)
-    for p in range(pw):
+    planes_to_rows(x, xt, n * c_ + c0, cc, src)
+    for p in range(dst):
         pb = uintp(p * cc)
         if has_bias:
             for c in range(cc):
@@ -107,17 +111,22 @@ def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, 
                         continue
                     tb = uintp((i * kw + j) * cc)
                     qb = uintp((iy * wi + ix) * cc)
-                    for c in range(cc):
-                        u = uintp(c)
-                        acc[pb + u] += wt[tb + u] * xt[qb + u]
+                    if adjoint:
+                        for c in range(cc):
+                            u = uintp(c)
+                            acc[qb + u] += wt[tb + u] * xt[pb + u]
+                    else:
+                        for c in range(cc):
+                            u = uintp(c)
+                            acc[pb + u] += wt[tb + u] * xt[qb + u]
     yb = y3[n]
     for c in range(cc):  # (Ho*Wo, cc) -> output planes, ReLU on the way
-        dst = yb[c0 + c]
-        for p in range(pw):
+        plane = yb[c0 + c]
+        for p in range(dst):
             f = acc[uintp(p * cc + c)]
             if relu and not (f >= zero or f != f):
                 f = zero
-            dst[uintp(p)] = f
+            plane[uintp(p)] = f
     if has_res or act:
         conv_epilogue(yb[c0:c1], yb[0, :0], False,
                       res3[n, c0:c1] if has_res else yb[c0:c1], has_res,
