@@ -101,6 +101,19 @@ def test_depthwise_input_gradient_every_layout_matches_torch(case, layout, monke
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("layout", ["last", "planes"])
+@pytest.mark.parametrize("case", [c for c in DEPTHWISE if c[2] == 1] +
+                         [(2, 37, 1, 4, 4, 5, 1, 2, 1), (3, 50, 1, 9, 8, 5, 2, 2, 1)])
+def test_depthwise_weight_gradient_every_layout_matches_torch(case, layout, monkeypatch):
+    # channels innermost (each channel range summed over the batch by one thread) and
+    # plane by plane, each forced on every shape
+    monkeypatch.setattr(depthwise, "LAST_PLANE_DW", 1 << 30 if layout == "last" else 0)
+    x, W, b, dy, a = _case(case, np.float32)
+    got = _ours_all(x, W, None, dy, *a)[2]
+    want = _torch_all(x, W, None, dy, *a)[2]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
 # (N, C, multiplier, H, W, k, stride, pad, dilation) with C / groups input channels each
 GROUPED = [(2, 16, 1, 7, 7, 3, 1, 1, 1), (1, 16, 2, 8, 9, 3, 2, 1, 1),
            (2, 16, 1, 6, 6, 5, 1, 2, 1)]

@@ -223,7 +223,25 @@ def conv2d_grad_input(op, ins, outs, ws):
     return lambda: loops.grad_input_strided(*args)
 
 
+#: output planes up to which depthwise weight gradients run channels innermost
+LAST_PLANE_DW = 256
+
+
+def _dw_last_plan(op, ins, outs):
+    """``(spec, parts, units)`` of the channels-innermost weight gradient, or None."""
+    dy, x, w = ins[0].shape, ins[1].shape, outs[0].shape
+    if not _true_depthwise(op, w) or dy[2] * dy[3] > LAST_PLANE_DW:
+        return None
+    units = last.units_of(1, x[1], _parts(x[1]))
+    parts = _parts(units)
+    per = last.scratch_elements(x[1], w[2], w[3], x[2], x[3], dy[2], dy[3], units)
+    return ((parts, per), np.dtype(outs[0].dtype)), parts, units
+
+
 def _grad_weight_ws(op, ins, outs):
+    chosen = _dw_last_plan(op, ins, outs)
+    if chosen is not None:
+        return carved_bytes(chosen[0])
     plan = _plan(op, "dw", ins[0].shape, outs[0].shape, ins[1].shape)
     return carved_bytes(_spec(plan, outs[0].dtype))
 
@@ -231,6 +249,13 @@ def _grad_weight_ws(op, ins, outs):
 def conv2d_grad_weight(op, ins, outs, ws):
     dy, x = ins
     (dw,) = outs
+    chosen = _dw_last_plan(op, ins, outs)
+    if chosen is not None:
+        spec, parts, units = chosen
+        (scratch,) = carve(ws, spec)
+        geo, dims = _plan(op, "fwd", dy.shape, dw.shape, x.shape)[:2]
+        args = (_flat(dy), _flat(x), _flat(dw), geo, dims, scratch, parts, units)
+        return lambda: last.grad_weight(*args)
     cg, og = _widths(dw.shape, op.groups)
     plan = _plan(op, "dw", dy.shape, dw.shape, x.shape)
     (scratch,) = carve(ws, _spec(plan, dw.dtype))

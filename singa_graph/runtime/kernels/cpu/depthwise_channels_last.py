@@ -45,6 +45,42 @@ def planes_to_rows(x, xt, first, cc, hw):
             xt[uintp(q * cc + c)] = x[xb + uintp(q)]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _tap_products(mode, a, b, wt, geo, dims, cc):
+    """Every (output pixel p, valid tap t reading input pixel q) pair of the conv of
+    ``geo``/``dims``, as one loop over the ``cc`` channels of rows ``p``, ``q``, ``t`` of
+    channels-innermost buffers: mode 0 (forward) ``a[p] += wt[t] * b[q]``; mode 1
+    (adjoint, the input gradient) ``a[q] += wt[t] * b[p]``; mode 2 (weight gradient)
+    ``wt[t] += a[p] * b[q]``. Pairs come in a fixed order (pixels row-major, then taps)."""
+    kh, kw, s, pt, pl, dh, dw = geo
+    _, _, h, wi, _, ho, wo = dims
+    for oy in range(ho):
+        for ox in range(wo):
+            pb = uintp((oy * wo + ox) * cc)
+            for i in range(kh):
+                iy = oy * s - pt + i * dh
+                if iy < 0 or iy >= h:
+                    continue
+                for j in range(kw):
+                    ix = ox * s - pl + j * dw
+                    if ix < 0 or ix >= wi:
+                        continue
+                    tb = uintp((i * kw + j) * cc)
+                    qb = uintp((iy * wi + ix) * cc)
+                    if mode == 0:
+                        for c in range(cc):
+                            u = uintp(c)
+                            a[pb + u] += wt[tb + u] * b[qb + u]
+                    elif mode == 1:
+                        for c in range(cc):
+                            u = uintp(c)
+                            a[qb + u] += wt[tb + u] * b[pb + u]
+                    else:
+                        for c in range(cc):
+                            u = uintp(c)
+                            wt[tb + u] += a[pb + u] * b[qb + u]
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def forward(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, beta,
             consts, ws, parts, per_sample, flip, adjoint):
@@ -74,7 +110,7 @@ def forward(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha
 @njit(cache=True, nogil=True)
 def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, beta, consts,
           scratch, n, c0, c1, flip, adjoint):
-    kh, kw, s, pt, pl, dh, dw = geo
+    kh, kw = geo[0], geo[1]
     _, c_, h, wi, _, ho, wo = dims
     taps = kh * kw
     cc = c1 - c0
@@ -98,27 +134,7 @@ def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, 
         else:
             for c in range(cc):
                 acc[pb + uintp(c)] = zero
-    for oy in range(ho):
-        for ox in range(wo):
-            pb = uintp((oy * wo + ox) * cc)
-            for i in range(kh):
-                iy = oy * s - pt + i * dh
-                if iy < 0 or iy >= h:
-                    continue
-                for j in range(kw):
-                    ix = ox * s - pl + j * dw
-                    if ix < 0 or ix >= wi:
-                        continue
-                    tb = uintp((i * kw + j) * cc)
-                    qb = uintp((iy * wi + ix) * cc)
-                    if adjoint:
-                        for c in range(cc):
-                            u = uintp(c)
-                            acc[qb + u] += wt[tb + u] * xt[pb + u]
-                    else:
-                        for c in range(cc):
-                            u = uintp(c)
-                            acc[pb + u] += wt[tb + u] * xt[qb + u]
+    _tap_products(1 if adjoint else 0, acc, xt, wt, geo, dims, cc)
     yb = y3[n]
     for c in range(cc):  # (Ho*Wo, cc) -> output planes, ReLU on the way
         plane = yb[c0 + c]
@@ -131,3 +147,37 @@ def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, 
         conv_epilogue(yb[c0:c1], yb[0, :0], False,
                       res3[n, c0:c1] if has_res else yb[c0:c1], has_res,
                       act, alpha, beta, consts)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def grad_weight(dy, x, dw, geo, dims, ws, parts, units):
+    """``dw`` (flat ``(C, kh*kw)``) of the depthwise conv of ``geo``/``dims``: the channels
+    are cut into ``units`` ranges, each summed over the whole batch by one thread (the
+    sums' order is fixed: samples, then pixels and taps as :func:`_tap_products` takes
+    them), its samples' input and output-gradient planes transposed into ``ws[t]``
+    (``scratch_elements(c, ..., units)``)."""
+    c_ = dims[1]
+    for t in prange(parts):
+        for u in range(t * units // parts, (t + 1) * units // parts):
+            _weight_unit(dy, x, dw, geo, dims, ws[t], u * c_ // units, (u + 1) * c_ // units)
+
+
+@njit(cache=True, nogil=True)
+def _weight_unit(dy, x, dw, geo, dims, scratch, c0, c1):
+    taps = geo[0] * geo[1]
+    n_, c_, h, wi, _, ho, wo = dims
+    cc = c1 - c0
+    hw = h * wi
+    pw = ho * wo
+    acc = scratch[:taps * cc]
+    xt = scratch[taps * cc:(taps + hw) * cc]
+    gt = scratch[(taps + hw) * cc:(taps + hw + pw) * cc]
+    acc[:] = 0
+    for n in range(n_):
+        planes_to_rows(x, xt, n * c_ + c0, cc, hw)
+        planes_to_rows(dy, gt, n * c_ + c0, cc, pw)
+        _tap_products(2, gt, xt, acc, geo, dims, cc)
+    for c in range(cc):  # (taps, cc) -> (cc, taps)
+        wb = uintp((c0 + c) * taps)
+        for tp in range(taps):
+            dw[wb + uintp(tp)] = acc[uintp(tp * cc + c)]
