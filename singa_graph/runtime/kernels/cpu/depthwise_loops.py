@@ -92,6 +92,14 @@ def _taps(wide, pad, w, wb, flip, kh, kw, s, dh, dw, wp, n):
                 wide[u] += ((w0 * pad[a] + w1 * pad[a + c1] + w2 * pad[a + c2])
                             + (w3 * pad[b] + w4 * pad[b + c1] + w5 * pad[b + c2])
                             + (w6 * pad[c] + w7 * pad[c + c1] + w8 * pad[c + c2]))
+        elif s == 2:  # a constant stride: LLVM loads the even and odd lanes by shuffles
+            for q in range(n):
+                u = uintp(q)
+                a = u * uintp(2)
+                b, c = a + r1, a + r2
+                wide[u] += ((w0 * pad[a] + w1 * pad[a + c1] + w2 * pad[a + c2])
+                            + (w3 * pad[b] + w4 * pad[b + c1] + w5 * pad[b + c2])
+                            + (w6 * pad[c] + w7 * pad[c + c1] + w8 * pad[c + c2]))
         else:
             us = uintp(s)
             for q in range(n):
