@@ -1,4 +1,4 @@
-"""1x1 convolutions over few columns (runtime/kernels/cpu/pointwise.py): against numpy,
+"""Convolutions over few columns (runtime/kernels/cpu/pointwise.py): against numpy,
 the GEMM path and any thread count (the fused epilogue: tests/passes/test_inference.py)."""
 import numpy as np
 import pytest
@@ -46,3 +46,31 @@ def test_pointwise_results_do_not_depend_on_thread_count(monkeypatch):
         outs.append(eager(lambda *a: ops.conv2d(*a), x, W))
     for y in outs[1:]:
         np.testing.assert_array_equal(y, outs[0])
+
+
+# (C, O, kernel, stride, padding, dilation, H, W): convs with larger kernels on their
+# patches, every geometry the gather handles (asymmetric pads, strides, dilation)
+PATCH_CASES = [(64, 256, (3, 3), 1, 1, 1, 3, 3), (16, 40, (3, 2), (2, 1), (1, 0), (2, 1), 7, 6),
+               (8, 24, (2, 3), 1, (0, 1, 1, 2), 1, 4, 5), (32, 300, (3, 3), 2, 1, 1, 5, 5),
+               (20, 17, (5, 5), 1, 2, 1, 2, 2)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", PATCH_CASES)
+def test_patches_match_the_im2col_path(case, dtype, monkeypatch):
+    c, o, k, s, p, d, h, w = case
+    rng = np.random.default_rng(o)
+    x = rng.standard_normal((2, c, h, w)).astype(dtype)
+    W = (rng.standard_normal((o, c) + k) / np.sqrt(c * k[0] * k[1])).astype(dtype)
+    b = rng.standard_normal(o).astype(dtype)
+    conv_ = lambda *t: ops.conv2d(*t, stride=s, padding=p, dilation=d)  # noqa: E731
+    monkeypatch.setattr(pointwise, "MIN_PATCH_OUTPUTS", 1)
+    monkeypatch.setattr(pointwise, "MIN_CHANNELS", 1)
+    y_shape = ops.Conv2d(s, p, d, 1).output_shape(x.shape, W.shape)
+    assert pointwise.chosen(conv._Geom(ops.Conv2d(s, p, d, 1), x.shape, W.shape, y_shape,
+                                       dtype))
+    y = eager(conv_, x, W, b)
+    monkeypatch.setattr(pointwise, "MIN_PATCH_OUTPUTS", 0)  # im2col + GEMM
+    want = eager(conv_, x, W, b)
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(y, want, rtol=tol, atol=tol)
