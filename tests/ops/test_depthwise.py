@@ -85,32 +85,25 @@ def test_depthwise_forward_every_layout_matches_torch(case, layout, monkeypatch)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
+# the gradients' switches between channels innermost (small planes) and plane by plane:
+# the input gradient at stride 1 runs the forward of dy with the kernels flipped, strided
+# the forward's adjoint; the weight gradient sums each channel range over the batch
+GRADIENT_LAYOUTS = {1: ("LAST_PLANE", "LAST_PLANE_STRIDED_DX"), 2: ("LAST_PLANE_DW",)}
+
+
+@pytest.mark.parametrize("which", [1, 2], ids=["dx", "dw"])
 @pytest.mark.parametrize("layout", ["last", "planes"])
 @pytest.mark.parametrize("case", [c for c in DEPTHWISE if c[2] == 1] +
                          [(2, 37, 1, 4, 4, 5, 1, 2, 1), (3, 50, 1, 3, 3, 3, 1, 1, 1),
                           (2, 37, 1, 9, 8, 5, 2, 2, 1)])
-def test_depthwise_input_gradient_every_layout_matches_torch(case, layout, monkeypatch):
-    # channels innermost (small planes: at stride 1 the forward of dy with the kernels
-    # flipped, strided the forward's adjoint) and plane by plane, each forced on every shape
-    for name in ("LAST_PLANE", "LAST_PLANE_STRIDED_DX"):
+def test_depthwise_gradients_every_layout_match_torch(case, layout, which, monkeypatch):
+    for name in GRADIENT_LAYOUTS[which]:
         monkeypatch.setattr(depthwise, name, 1 << 30 if layout == "last" else 0)
     x, W, b, dy, a = _case(case, np.float32)
-    assert depthwise._dx_is_last(ops.Conv2d(*a), W.shape, x.shape) == (layout == "last")
-    got = _ours_all(x, W, None, dy, *a)[1]
-    want = _torch_all(x, W, None, dy, *a)[1]
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
-
-
-@pytest.mark.parametrize("layout", ["last", "planes"])
-@pytest.mark.parametrize("case", [c for c in DEPTHWISE if c[2] == 1] +
-                         [(2, 37, 1, 4, 4, 5, 1, 2, 1), (3, 50, 1, 9, 8, 5, 2, 2, 1)])
-def test_depthwise_weight_gradient_every_layout_matches_torch(case, layout, monkeypatch):
-    # channels innermost (each channel range summed over the batch by one thread) and
-    # plane by plane, each forced on every shape
-    monkeypatch.setattr(depthwise, "LAST_PLANE_DW", 1 << 30 if layout == "last" else 0)
-    x, W, b, dy, a = _case(case, np.float32)
-    got = _ours_all(x, W, None, dy, *a)[2]
-    want = _torch_all(x, W, None, dy, *a)[2]
+    if which == 1:
+        assert depthwise._dx_is_last(ops.Conv2d(*a), W.shape, x.shape) == (layout == "last")
+    got = _ours_all(x, W, None, dy, *a)[which]
+    want = _torch_all(x, W, None, dy, *a)[which]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
