@@ -283,3 +283,25 @@ def test_fused_pointwise_epilogue_is_bit_for_bit(act):
     fused, plain = compile(build()), compile(build(), fuse=False)
     np.testing.assert_array_equal(fused.run([x])[0], plain.run([x])[0])
     assert len(fused.nodes) < len(plain.nodes)
+
+
+def test_epilogue_does_not_take_a_fast_math_callers_flags():
+    # A Numba function without its own fast-math setting inherits the flags of the first
+    # caller that compiles it, and that version then serves every caller: the epilogue
+    # (and the formulas it calls) pin theirs, so a kernel compiled with ``contract`` that
+    # calls it first still gets HardSwish's separate multiply and add, as the op rounds it
+    from numba import njit
+
+    from singa_graph.ops import formulas
+    from singa_graph.runtime.kernels.cpu import epilogue
+
+    @njit(fastmath={"contract", "reassoc"})
+    def fast_caller(y, a, b, k):  # a fresh signature (Fortran order): compiled here first
+        epilogue.conv_epilogue(y, y[0, :0], False, y, False, epilogue.HARDSWISH, a, b, k)
+
+    x = np.linspace(-3.5, 3.5, 4001).astype(np.float32)
+    a, b = np.float32(1 / 6), np.float32(0.5)
+    y = np.asfortranarray(np.stack([x, x]))  # a layout no other caller compiles
+    fast_caller(y, a, b, formulas.constants(np.dtype(np.float32)))
+    want = x * np.clip(x * a + b, 0, 1).astype(np.float32)
+    np.testing.assert_array_equal(y[0], want)

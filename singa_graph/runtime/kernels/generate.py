@@ -97,8 +97,13 @@ _CPU_EXP = ("from singa_graph.runtime.kernels.cpu.vexp import exp as vexp\n"
 
 #: Numba options of generated CPU code: IEEE division (x/0 is inf or NaN, as in numpy and on
 #: the GPU) instead of a zero test that raises, which kept every loop with a division (the
-#: sigmoid's) from vectorising: a fused SiLU cost 9 ns per element with it, 0.x without
-_CPU_FLAGS = 'error_model="numpy"'
+#: sigmoid's) from vectorising: a fused SiLU cost 9 ns per element with it, 0.x without.
+#: No fast-math, said explicitly: a Numba function that leaves it unset inherits the
+#: fast-math flags of the first caller that compiles it, and that one compiled version
+#: then serves every caller (and the on-disk cache). A formula first compiled inside a
+#: kernel with ``contract`` (the 1x1-conv dot products) fused HardSigmoid's multiply-add,
+#: and the conv epilogue's HardSwish stopped matching the HardSwish op by one ulp.
+_CPU_FLAGS = 'error_model="numpy", fastmath=False'
 
 
 def _cpu_math(formulas: str) -> str:

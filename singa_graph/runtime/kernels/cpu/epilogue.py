@@ -39,7 +39,9 @@ def act_args(op, dtype) -> tuple:
     return alpha, beta, formulas.constants(dtype)
 
 
-@njit(cache=True, nogil=True)
+# fastmath=False pinned: unset, it would inherit the flags of the first (fast-math) kernel
+# that compiles it, for every caller (see generate._CPU_FLAGS)
+@njit(cache=True, nogil=True, fastmath=False)
 def conv_epilogue(y, bias, has_bias, res, has_res, act, alpha, beta, k):
     """``y[o, i] = act(y[o, i] + bias[o] + res[o, i])`` in place on a ``(O, L)`` block.
 
