@@ -23,6 +23,7 @@ count; they differ from BLAS's in the last bits (another summation order).
 import numpy as np
 from numba import njit, prange, uintp
 
+from .conv_loops import im2col
 from .dots import FAST, block_of, products
 from .epilogue import conv_epilogue
 
@@ -64,46 +65,22 @@ def forward(x, x3, w, xt, y3, bias, has_bias, res3, has_res, act, alpha, beta, c
     (``x3`` as ``(N, C, H*W)``), ``y3`` the ``(N, O, L)`` output, ``w`` the flat
     ``O x K`` weight (``K = C*kh*kw``), ``xt`` the flat ``N*L x K`` scratch: the
     transposed input when ``pointwise``, else every output pixel's patch (zeros where it
-    reaches into the padding), in the weight's ``(c, i, j)`` order."""
+    reaches into the padding), in the weight's ``(c, i, j)`` order: conv_loops' im2col
+    written into the transposed rows."""
     n_, c_ = x.shape[0], x.shape[1]
     o_, l_ = y3.shape[1], y3.shape[2]
     k_ = w.shape[0] // o_
+    rows = xt[:n_ * l_ * k_].reshape(n_ * l_, k_)
     for n in prange(n_):
         if pointwise:
             for c in range(c_):
                 for q in range(l_):
                     xt[uintp((n * l_ + q) * c_ + c)] = x3[n, c, q]
-        else:
-            _patches(x, xt, n, geo, y3.shape[2] // wo, wo, k_)
+        else:  # conv_loops' im2col, written into the transposed rows of the sample
+            im2col(x, x3, n, rows[n * l_:(n + 1) * l_].T, geo, l_ // wo, wo)
     for t in prange(parts):
         o0, o1 = block_of(t, parts, o_)
         products(w, xt, y3, o0, o1, k_)
     for n in prange(n_):
         conv_epilogue(y3[n], bias, has_bias, res3[n] if has_res else y3[n], has_res, act,
                       alpha, beta, consts)
-
-
-
-@njit(cache=True, nogil=True)
-def _patches(x, xt, n, geo, ho, wo, k_):
-    """Sample ``n``'s patches into rows ``n*Ho*Wo ...`` of the flat ``(N*L, K)`` ``xt``."""
-    kh, kw, sh, sw, pt, pl, dh, dw = geo
-    c_, h, w = x.shape[1], x.shape[2], x.shape[3]
-    zero = xt.dtype.type(0)
-    un = uintp(n)
-    for oy in range(ho):
-        for ox in range(wo):
-            rb = uintp((n * ho * wo + oy * wo + ox) * k_)
-            for c in range(c_):
-                uc = uintp(c)
-                for i in range(kh):
-                    iy = oy * sh - pt + i * dh
-                    b = rb + uintp((c * kh + i) * kw)
-                    if iy < 0 or iy >= h:
-                        for j in range(kw):
-                            xt[b + uintp(j)] = zero
-                        continue
-                    for j in range(kw):
-                        ix = ox * sw - pl + j * dw
-                        xt[b + uintp(j)] = (x[un, uc, uintp(iy), uintp(ix)]
-                                            if 0 <= ix < w else zero)
