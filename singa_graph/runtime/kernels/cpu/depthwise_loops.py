@@ -75,6 +75,21 @@ def _fill(pad, src, sb, hs, ws, hp, wp, pt, pl):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _rows3x3(wide, pad, ws, us, c1, c2, r1, r2, n):
+    """``wide[q] += sum_ij w_ij pad[s*q + r_i + c_j]`` for ``q < n``: a 3x3 kernel ``ws``
+    (row-major) at stride ``us``, the taps' offsets ``(0, c1, c2)`` along a row and
+    ``(0, r1, r2)`` down the rows."""
+    w0, w1, w2, w3, w4, w5, w6, w7, w8 = ws
+    for q in range(n):
+        u = uintp(q)
+        a = u * us
+        b, c = a + r1, a + r2
+        wide[u] += ((w0 * pad[a] + w1 * pad[a + c1] + w2 * pad[a + c2])
+                    + (w3 * pad[b] + w4 * pad[b + c1] + w5 * pad[b + c2])
+                    + (w6 * pad[c] + w7 * pad[c + c1] + w8 * pad[c + c2]))
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _taps(wide, pad, w, wb, flip, kh, kw, s, dh, dw, wp, n):
     """``wide[q] += sum_ij w_ij pad[s*q + i*dh*wp + j*dw]`` for ``q < n`` (``w_ij`` from
     ``w[wb:]``, ``flip``: the kernel rotated by 180 degrees)."""
@@ -85,30 +100,15 @@ def _taps(wide, pad, w, wb, flip, kh, kw, s, dh, dw, wp, n):
         w6, w7, w8 = w[wb + (2 if flip else 6)], w[wb + (1 if flip else 7)], w[wb + (0 if flip else 8)]
         c1, c2 = uintp(dw), uintp(2 * dw)
         r1, r2 = uintp(dh * wp), uintp(2 * dh * wp)
+        # the stride a constant where it is 1 or 2 (once inlined): LLVM then loads the
+        # taps contiguously, or the even and odd lanes by shuffles, not one by one
+        ws = (w0, w1, w2, w3, w4, w5, w6, w7, w8)
         if s == 1:
-            for q in range(n):
-                u = uintp(q)
-                a, b, c = u, u + r1, u + r2
-                wide[u] += ((w0 * pad[a] + w1 * pad[a + c1] + w2 * pad[a + c2])
-                            + (w3 * pad[b] + w4 * pad[b + c1] + w5 * pad[b + c2])
-                            + (w6 * pad[c] + w7 * pad[c + c1] + w8 * pad[c + c2]))
-        elif s == 2:  # a constant stride: LLVM loads the even and odd lanes by shuffles
-            for q in range(n):
-                u = uintp(q)
-                a = u * uintp(2)
-                b, c = a + r1, a + r2
-                wide[u] += ((w0 * pad[a] + w1 * pad[a + c1] + w2 * pad[a + c2])
-                            + (w3 * pad[b] + w4 * pad[b + c1] + w5 * pad[b + c2])
-                            + (w6 * pad[c] + w7 * pad[c + c1] + w8 * pad[c + c2]))
+            _rows3x3(wide, pad, ws, uintp(1), c1, c2, r1, r2, n)
+        elif s == 2:
+            _rows3x3(wide, pad, ws, uintp(2), c1, c2, r1, r2, n)
         else:
-            us = uintp(s)
-            for q in range(n):
-                u = uintp(q)
-                a = u * us
-                b, c = a + r1, a + r2
-                wide[u] += ((w0 * pad[a] + w1 * pad[a + c1] + w2 * pad[a + c2])
-                            + (w3 * pad[b] + w4 * pad[b + c1] + w5 * pad[b + c2])
-                            + (w6 * pad[c] + w7 * pad[c + c1] + w8 * pad[c + c2]))
+            _rows3x3(wide, pad, ws, uintp(s), c1, c2, r1, r2, n)
         return
     us = uintp(s)
     for t in range(nt):
