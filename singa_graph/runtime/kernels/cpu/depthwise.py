@@ -60,6 +60,26 @@ def _flat(a):
     return v
 
 
+def _pairs(src):
+    """``(pairs, p0)``: a float32 source read as 64-bit pairs of elements from its element
+    ``p0`` (0 or 1, whichever is 8-byte aligned), a view for the stride-2 forward's phase
+    split; an empty array for other dtypes."""
+    if src.dtype != np.float32 or src.size < 3:
+        return np.empty(0, np.uint64), 0
+    p0 = (src.ctypes.data // 4) % 2
+    m = (src.size - p0) // 2
+    return src[p0:p0 + 2 * m].view(np.uint64), int(p0)
+
+
+def _correlate_args(src, w, dst, transposed, plan, cg, og, bias, has_bias, relu, scratch):
+    """loops.correlate's arguments, with the views that it reads as bits."""
+    pairs, p0 = _pairs(src)
+    bits = (scratch.view(np.uint32) if scratch.dtype == np.float32
+            else np.empty((scratch.shape[0], 0), np.uint32))
+    return (src, pairs, p0, w, dst, transposed, plan[0], plan[1], cg, og, bias, has_bias,
+            relu, scratch, bits, plan[2])
+
+
 def _dims(src, dst):
     """``(N, C_src, H_src, W_src, C_dst, H_dst, W_dst)``."""
     return tuple(int(v) for v in (*src.shape, *dst.shape[1:]))
@@ -78,7 +98,11 @@ def _plan(op, kind, dy_shape, w_shape, x_shape):
     else:
         geo = (kh, kw, s, pt, pl, dh, dw)
         dims = (n, x_shape[1], x_shape[2], x_shape[3], dy_shape[1], ho, wo)
-        hp, wp, ln = loops.pitch(kh, kw, s, dh, dw, ho, wo)
+        if kind == "fwd":  # the padded plane split into its s*s phases
+            hq, wq, ln = loops.phases(kh, kw, s, dh, dw, ho, wo)
+            hp, wp = s * hq, s * wq
+        else:
+            hp, wp, ln = loops.pitch(kh, kw, s, dh, dw, ho, wo)
     planes = {"fwd": n * dy_shape[1], "dx": n * x_shape[1], "dx_strided": n * x_shape[1],
               "dw": w_shape[0]}[kind]
     per = hp * wp + ln + (cg * kh * kw * ln + loops.LANES if kind == "dw" else 0)
@@ -169,8 +193,8 @@ def conv2d(op, ins, outs, ws):
                 has_res, act, alpha, beta, k, scratch, parts, per_sample, False, False)
         return lambda: last.forward(*args)
     (scratch,) = carve(ws, _spec(plan, y.dtype))
-    args = (_flat(x), _flat(w), _flat(y), False, plan[0], plan[1], cg, og, bias, has_bias,
-            relu, scratch, plan[2])
+    args = _correlate_args(_flat(x), _flat(w), _flat(y), False, plan, cg, og, bias, has_bias,
+                           relu, scratch)
     if not (has_res or act):
         return lambda: loops.correlate(*args)
     # the inference passes' epilogue (residual add, activation) over the finished output,
@@ -216,8 +240,8 @@ def conv2d_grad_input(op, ins, outs, ws):
     if kind == "dx":
         # dx[iy, ix] = sum_{i,j} w[i, j] dy[iy + pt - i*dh, ix + pl - j*dw]: a correlation
         # of dy with the flipped kernel, padded by dilation*(k-1) - pad
-        args = (_flat(dy), _flat(w), _flat(dx), True, plan[0], plan[1], cg, og,
-                _flat(w)[:0], False, False, scratch, plan[2])
+        args = _correlate_args(_flat(dy), _flat(w), _flat(dx), True, plan, cg, og,
+                               _flat(w)[:0], False, False, scratch)
         return lambda: loops.correlate(*args)
     args = (_flat(dy), _flat(w), _flat(dx), plan[0], plan[1], cg, og, scratch, plan[2])
     return lambda: loops.grad_input_strided(*args)
