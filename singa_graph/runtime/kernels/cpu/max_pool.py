@@ -13,7 +13,7 @@ results are the same bit for bit.
 import numpy as np
 from numba import prange, uintp
 
-from .depthwise_channels_last import planes_to_rows, units_of
+from .depthwise_channels_last import planes_to_rows, rows_to_planes, units_of
 from .loops import loops, pick
 
 #: output planes up to which, and channels from which, max pooling runs channels
@@ -38,8 +38,8 @@ def scratch_elements(c, h, w, ho, wo, per_sample) -> int:
 
 @loops
 def _MAX_POOL_LAST(x, y, dims, kh, kw, sh, sw, pt, pl, ws, parts, per_sample):
-    """``x`` and ``y`` flat (a view per plane costs more than these planes' work);
-    ``dims`` is ``(N, C, H, W, Ho, Wo)``."""
+    """``x`` flat and ``y`` as ``(N*C, Ho*Wo)`` (a view per plane costs more than these
+    planes' work); ``dims`` is ``(N, C, H, W, Ho, Wo)``."""
     n_, c_, h, w, ho, wo = dims
     units = n_ * per_sample
     hw, pw = h * w, ho * wo
@@ -70,10 +70,7 @@ def _MAX_POOL_LAST(x, y, dims, kh, kw, sh, sw, pt, pl, ws, parts, per_sample):
                                 v = xt[qb + k]
                                 m = acc[ab + k]
                                 acc[ab + k] = v if v > m else m
-            for c in range(cc):  # (Ho*Wo, cc) -> output planes
-                db = uintp((n * c_ + c0 + c) * pw)
-                for p in range(pw):
-                    y[db + uintp(p)] = acc[uintp(p * cc + c)]
+            rows_to_planes(acc, y, n * c_ + c0, cc, pw, False)
 
 
 def plan(x_shape, y_shape, threads) -> tuple:
@@ -88,7 +85,7 @@ def bind(x, y, op, ws, parts, per_sample):
     """The step of a max pool of ``x`` into ``y``; ``ws`` is ``(parts, scratch)``."""
     (kh, kw), (sh, sw), (pt, pl, _, _) = op.kernel, op.stride, op.padding
     fn = pick(_MAX_POOL_LAST, y.size * kh * kw)
-    xf, yf = x.reshape(-1), y.reshape(-1)
+    xf, yf = x.reshape(-1), y.reshape(-1, y.shape[2] * y.shape[3])
     if not (np.may_share_memory(xf, x) and np.may_share_memory(yf, y)):
         raise ValueError("max pooling needs contiguous arrays")
     dims = (*x.shape, *y.shape[2:])
