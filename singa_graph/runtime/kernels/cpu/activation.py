@@ -16,6 +16,7 @@ from numba import njit, prange
 from ....errors import UnsupportedOpError
 from ...registry import kernel
 from .attention import exp_shift
+from .loops import bound
 
 # Elements from which the row-wise ops run their rows in parallel.
 PARALLEL_ROWS = 1 << 15
@@ -76,9 +77,9 @@ def rowwise(code):
         if code == SOFTMAX and s3[2] == 1:  # rows along the last axis: contiguous
             x2, y2 = a.reshape(s3[:2]), y.reshape(s3[:2])
             rows = _softmax_rows_parallel if big else _softmax_rows_serial
-            return lambda: rows(x2, y2)
+            return bound(rows, x2, y2)
         drive = _rows_parallel if big else _rows_serial
-        return lambda: drive(code, a, b, y)
+        return bound(drive, code, a, b, y)
     return factory
 
 

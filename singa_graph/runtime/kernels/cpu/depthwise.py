@@ -23,6 +23,7 @@ from ...registry import carve, carved_bytes
 from . import depthwise_channels_last as last
 from . import depthwise_loops as loops
 from .epilogue import NONE, RELU, act_args, act_code, conv_epilogue
+from .loops import bound
 
 # Input channels per group up to which convs run on the direct kernels. Only depthwise
 # (1) has been measured against im2col + GEMM per group so far; the kernels are correct
@@ -191,12 +192,12 @@ def conv2d(op, ins, outs, ws):
         alpha, beta, k = act_args(op, y.dtype)
         args = (_flat(x), _flat(w), y3, bias, has_bias, relu, plan[0], plan[1], res3,
                 has_res, act, alpha, beta, k, scratch, parts, per_sample, False, False)
-        return lambda: last.forward(*args)
+        return bound(last.forward, *args)
     (scratch,) = carve(ws, _spec(plan, y.dtype))
     args = _correlate_args(_flat(x), _flat(w), _flat(y), False, plan, cg, og, bias, has_bias,
                            relu, scratch)
     if not (has_res or act):
-        return lambda: loops.correlate(*args)
+        return bound(loops.correlate, *args)
     # the inference passes' epilogue (residual add, activation) over the finished output,
     # as rows of one (N*O, H*W) block: the bias is already in
     rows = (y.shape[0] * y.shape[1], y.shape[2] * y.shape[3])
@@ -235,16 +236,16 @@ def conv2d_grad_input(op, ins, outs, ws):
             geo, dims, flip, adjoint = fwd[0], fwd[1], False, True
         args = (_flat(dy), _flat(w), dx3, _flat(w)[:0], False, False, geo, dims, dx3,
                 False, NONE, alpha, beta, k, scratch, parts, per_sample, flip, adjoint)
-        return lambda: last.forward(*args)
+        return bound(last.forward, *args)
     (scratch,) = carve(ws, _spec(plan, dx.dtype))
     if kind == "dx":
         # dx[iy, ix] = sum_{i,j} w[i, j] dy[iy + pt - i*dh, ix + pl - j*dw]: a correlation
         # of dy with the flipped kernel, padded by dilation*(k-1) - pad
         args = _correlate_args(_flat(dy), _flat(w), _flat(dx), True, plan, cg, og,
                                _flat(w)[:0], False, False, scratch)
-        return lambda: loops.correlate(*args)
+        return bound(loops.correlate, *args)
     args = (_flat(dy), _flat(w), _flat(dx), plan[0], plan[1], cg, og, scratch, plan[2])
-    return lambda: loops.grad_input_strided(*args)
+    return bound(loops.grad_input_strided, *args)
 
 
 #: output planes up to which depthwise weight gradients run channels innermost
@@ -279,12 +280,12 @@ def conv2d_grad_weight(op, ins, outs, ws):
         (scratch,) = carve(ws, spec)
         geo, dims = _plan(op, "fwd", dy.shape, dw.shape, x.shape)[:2]
         args = (_flat(dy), _flat(x), _flat(dw), geo, dims, scratch, parts, units)
-        return lambda: last.grad_weight(*args)
+        return bound(last.grad_weight, *args)
     cg, og = _widths(dw.shape, op.groups)
     plan = _plan(op, "dw", dy.shape, dw.shape, x.shape)
     (scratch,) = carve(ws, _spec(plan, dw.dtype))
     args = (_flat(dy), _flat(x), _flat(dw), plan[0], plan[1], cg, og, scratch, plan[2])
-    return lambda: loops.grad_weight(*args)
+    return bound(loops.grad_weight, *args)
 
 
 def _weight_shape(name, ins, outs):

@@ -19,7 +19,7 @@ Arrays are flat (1-d) with offsets, indices unsigned so Numba drops its wrap-aro
 """
 from numba import njit, prange, uintp
 
-from .loops import loops
+from .loops import bound, loops
 
 FAST = {"reassoc", "contract"}
 
@@ -150,4 +150,4 @@ def rows_by_dots(a, w, c, parts: int):
     C-contiguous; ``c`` with contiguous rows) in ``parts`` blocks of ``w``'s rows, one per
     thread (1: on the calling thread)."""
     fn, af, wf = _ROWS[parts > 1], a.reshape(-1), w.reshape(-1)
-    return lambda: fn(af, wf, c, parts)
+    return bound(fn, af, wf, c, parts)

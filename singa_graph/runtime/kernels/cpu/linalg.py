@@ -6,6 +6,7 @@ import numpy as np
 from ... import threads
 from ...registry import kernel
 from . import blas, dots
+from .loops import bound
 
 
 def _t(a, trans):
@@ -36,10 +37,10 @@ def split_matmul(a, b, y):
         return dots.rows_by_dots(a, b.T, y, parts)
     if parts < 2:
         if m <= blas.GEMV_ROWS:
-            return lambda: blas.gemm_rows(a, b, y, blas.GEMV, blas.HANDLE)
-        return lambda: blas.gemm(a, b, y, zero, blas.HANDLE)
+            return bound(blas.gemm_rows, a, b, y, blas.GEMV, blas.HANDLE)
+        return bound(blas.gemm, a, b, y, zero, blas.HANDLE)
     rows = blas.by_rows(m, n)
-    return lambda: blas.gemm_split(a, b, y, parts, rows, blas.HANDLE, blas.GEMV)
+    return bound(blas.gemm_split, a, b, y, parts, rows, blas.HANDLE, blas.GEMV)
 
 
 @kernel("MatMul")

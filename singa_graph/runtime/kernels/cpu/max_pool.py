@@ -14,7 +14,7 @@ import numpy as np
 from numba import prange, uintp
 
 from .depthwise_channels_last import planes_to_rows, rows_to_planes, units_of
-from .loops import loops, pick
+from .loops import bound, loops, pick
 
 #: output planes up to which, and channels from which, max pooling runs channels
 #: innermost. Measured at batch 2 (one thread, 2026-11-26), 3x3 windows, against the
@@ -89,4 +89,4 @@ def bind(x, y, op, ws, parts, per_sample):
     if not (np.may_share_memory(xf, x) and np.may_share_memory(yf, y)):
         raise ValueError("max pooling needs contiguous arrays")
     dims = (*x.shape, *y.shape[2:])
-    return lambda: fn(xf, yf, dims, kh, kw, sh, sw, pt, pl, ws, parts, per_sample)
+    return bound(fn, xf, yf, dims, kh, kw, sh, sw, pt, pl, ws, parts, per_sample)

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit, prange
 
 from ...registry import kernel
-from .loops import loops, pick
+from .loops import bound, loops, pick
 
 _REASSOC = {"reassoc"}
 
@@ -162,11 +162,11 @@ def batchnorm_2d(op, ins, outs):
         mean, inv = outs[1], outs[2]
         mom = op.momentum
         train = pick(_BN_TRAIN, x.size)
-        return lambda: train(x3, scale, bias, y3, mean, inv, rm, rv, mom, eps, relu)
+        return bound(train, x3, scale, bias, y3, mean, inv, rm, rv, mom, eps, relu)
     ev = pick(_BN_EVAL, x.size)
     rows = (x3.shape[0] * x3.shape[1], x3.shape[2])
     x2, y2 = x3.reshape(rows), y3.reshape(rows)
-    return lambda: ev(x2, scale, bias, rm, rv, y2, eps, relu)
+    return bound(ev, x2, scale, bias, rm, rv, y2, eps, relu)
 
 
 @kernel("BatchNorm2dGrad")
@@ -177,4 +177,4 @@ def batchnorm_2d_grad(op, ins, outs):
     relu = getattr(op, "relu", False)
     z3 = _ncs(ins[5]) if relu else dy3  # unread without relu
     grad = pick(_BN_GRAD, x.size)
-    return lambda: grad(dy3, x3, scale, mean, inv, dx3, dscale, dbias, z3, relu)
+    return bound(grad, dy3, x3, scale, mean, inv, dx3, dscale, dbias, z3, relu)

@@ -20,7 +20,7 @@ from numba import njit, prange, uintp
 from ... import threads
 from ...registry import carve, carved_bytes, kernel
 from . import max_pool
-from .loops import loops, pick
+from .loops import bound, loops, pick
 from .reduce import mean_planes
 
 
@@ -286,9 +286,9 @@ def pool2d(op, ins, outs):
     fast = _bind2(_POOL2_FWD, op, x.shape, y)
     if fast:
         fwd2, is_max = fast
-        return lambda: fwd2(x, y, is_max)
+        return bound(fwd2, x, y, is_max)
     fwd, args = _bind(_POOL_FWD, op, y)
-    return lambda: fwd(x, y, *args)
+    return bound(fwd, x, y, *args)
 
 
 @kernel("MaxPool2dGrad")
@@ -298,9 +298,9 @@ def max_pool2d_grad(op, ins, outs):
     fast = _bind2(_POOL2_BWD, op, dx.shape, dy)
     if fast:
         bwd2, is_max = fast
-        return lambda: bwd2(x, dy, dx, is_max, relu)
+        return bound(bwd2, x, dy, dx, is_max, relu)
     bwd, args = _bind(_POOL_BWD, op, dy)
-    return lambda: bwd(x, dy, dx, *args, relu)
+    return bound(bwd, x, dy, dx, *args, relu)
 
 
 @kernel("AvgPool2dGrad")
@@ -310,9 +310,9 @@ def avg_pool2d_grad(op, ins, outs):
     fast = _bind2(_POOL2_BWD, op, dx.shape, dy)
     if fast:
         bwd2, is_max = fast
-        return lambda: bwd2(dx, dy, dx, is_max, False)
+        return bound(bwd2, dx, dy, dx, is_max, False)
     bwd, args = _bind(_POOL_BWD, op, dy)
-    return lambda: bwd(dx, dy, dx, *args, False)
+    return bound(bwd, dx, dy, dx, *args, False)
 
 
 @kernel("GlobalAveragePool")

@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit, prange
 
 from ...registry import kernel
-from .loops import loops, pick
+from .loops import bound, loops, pick
 
 # From this plane length (the product of the reduced trailing axes) the Numba loop is used.
 MIN_PLANE = 16
@@ -58,7 +58,7 @@ def mean_planes(x, y):
     x3, y1 = x.reshape(1, m, -1), y.reshape(-1)
     div = float(x3.shape[2])
     loop = pick(_SUM_PLANES, x.size)
-    return lambda: loop(x3, y1, div)
+    return bound(loop, x3, y1, div)
 
 
 def _reduce(fn, mean):
@@ -70,7 +70,7 @@ def _reduce(fn, mean):
             x3, y1 = x.reshape(shape), y.reshape(-1)
             div = float(shape[0] * shape[2]) if mean else 1.0
             loop = pick(_SUM_PLANES, x.size)
-            return lambda: loop(x3, y1, div)
+            return bound(loop, x3, y1, div)
         kept = y.reshape(tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
         return lambda: fn(x, axis=axes, keepdims=True, out=kept)
     return factory

@@ -20,6 +20,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
+from .loops import bound
 from .vexp import _exp32 as expf
 
 F = np.float32
@@ -147,8 +148,8 @@ def float32_step(name, ins, out):
     same = [a.ctypes.data == y.ctypes.data for a in flat]
     if name in INPLACE and same == [True, False]:
         fn, x = INPLACE[name], flat[1]
-        return lambda: fn(x, y)
+        return bound(fn, x, y)
     if any(np.shares_memory(a, y) for a in flat):
         return None
     fn = LOOPS[name]
-    return lambda: fn(*flat, y)
+    return bound(fn, *flat, y)

@@ -20,6 +20,7 @@ from ....runtime import threads
 from ...registry import carve, carved_bytes
 from . import blas
 from .blas import gemm
+from .loops import bound
 from .winograd import Geometry, _planes
 from .winograd_transforms import BLOCK, input_tiles
 
@@ -202,4 +203,4 @@ def grad_weight_step(op, ins, outs, ws):
     args = (x, dy, dw, acc, vf, _planes(vf, gm.tc, gm.c, gm.vpitch), zf,
             _planes(zf, gm.tc, gm.o, gm.mpitch), buf, h, gm.pt, gm.pl, gm.th, gm.tw, gm.chunk,
             gm.parts, blas.HANDLE)
-    return lambda: grad_weight(*args)
+    return bound(grad_weight, *args)
