@@ -62,28 +62,6 @@ def pitch(kh, kw, s, dh, dw, ho, wo):
     return hp, wp, (ho - 1) * wp + wo
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _fill(pad, src, sb, hs, ws, hp, wp, pt, pl):
-    """``pad[r, c] = src plane[r - pt, c - pl]``, zero outside the plane."""
-    zero = pad.dtype.type(0)
-    c0, c1 = min(max(0, pl), wp), max(min(wp, ws + pl), 0)
-    c0 = min(c0, c1)
-    for r in range(hp):
-        rb = uintp(r * wp)
-        y = r - pt
-        if y < 0 or y >= hs:
-            for c in range(wp):
-                pad[rb + uintp(c)] = zero
-            continue
-        for c in range(c0):
-            pad[rb + uintp(c)] = zero
-        b = uintp(sb + y * ws + c0 - pl)
-        for c in range(c1 - c0):
-            pad[rb + uintp(c0 + c)] = src[b + uintp(c)]
-        for c in range(c1, wp):
-            pad[rb + uintp(c)] = zero
-
-
 @njit(cache=True, nogil=True)
 def phases(kh, kw, s, dh, dw, ho, wo):
     """``(Hq, Wq, L)``: the ``s*s`` phase planes of the padded plane that an ``ho x wo``
@@ -128,7 +106,10 @@ def _fill_phases(pad, bits, src, pairs, p0, sb, hs, ws, hq, wq, s, pt, pl):
     element, zeros included). ``bits`` is ``pad`` as uint32, ``pairs`` the source as uint64
     from its element ``p0`` (empty: not float32): stride-2 rows are split from those."""
     if not (pt >= 0 and pl >= 0 and (hs - 1 + pt) // s < hq and (ws - 1 + pl) // s < wq):
-        _fill_all_phases(pad, src, sb, hs, ws, hq, wq, s, pt, pl)
+        if s == 1:  # a literal stride: the row copies vectorise
+            _fill_all_phases(pad, src, sb, hs, ws, hq, wq, 1, pt, pl)
+        else:
+            _fill_all_phases(pad, src, sb, hs, ws, hq, wq, s, pt, pl)
         return
     if s == 1:
         for y in range(hs):
@@ -160,10 +141,9 @@ def _fill_phases(pad, bits, src, pairs, p0, sb, hs, ws, hq, wq, s, pt, pl):
 
 @njit(cache=True, nogil=True, inline="always")
 def _fill_all_phases(pad, src, sb, hs, ws, hq, wq, s, pt, pl):
-    """Every element of the phase planes, zeros included (any padding, cropping too)."""
-    if s == 1:
-        _fill(pad, src, sb, hs, ws, hq, wq, pt, pl)
-        return
+    """Every element of the phase planes, zeros included (any padding, cropping too). At
+    stride 1 (pass a literal 1: the copies then vectorise) the one phase is the padded
+    plane ``pad[r, c] = src plane[r - pt, c - pl]``."""
     zero = pad.dtype.type(0)
     for a in range(s):
         for b in range(s):
@@ -350,7 +330,8 @@ def grad_weight(dy, x, dw_, geo, dims, cg, og, ws, parts):
             for n in range(n_):
                 _widen(wide, dy, (n * o_ + oc) * ho * wo, ho, wo, wp)
                 for ci in range(cg):
-                    _fill(pad, x, (n * c_ + g * cg + ci) * h * wi, h, wi, hp, wp, pt, pl)
+                    _fill_all_phases(pad, x, (n * c_ + g * cg + ci) * h * wi, h, wi, hp, wp,
+                                     1, pt, pl)
                     for tp in range(taps):
                         off = uintp((tp // kw) * dh * wp + (tp % kw) * dw)
                         ab = uintp((ci * taps + tp) * ln)
