@@ -125,3 +125,23 @@ def test_few_row_products_with_a_transposed_weight_take_the_dot_products(monkeyp
     real(a, w, y1, 1)()
     np.testing.assert_array_equal(y, y1)
     np.testing.assert_allclose(y, _ref(a, w.T), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("m,k,n", [(96, 16, 1024), (48, 32, 1000), (64, 27, 961),
+                                   (8, 16, 64), (192, 576, 256)])
+def test_gemm_in_column_blocks_matches_numpy(m, k, n):
+    """blas.gemm_columns cuts thin products into column blocks for OpenBLAS's small-matrix
+    kernels (the last block narrower); the values are the product's, and the cut is the
+    same on every call."""
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    blas.gemm_columns(a, b, c, 0.0, blas.HANDLE)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    again = np.full_like(c, np.nan)
+    blas.gemm_columns(a, b, again, 0.0, blas.HANDLE)
+    np.testing.assert_array_equal(again, c)
+    width = blas.SMALL_PRODUCT // (m * k) // 16 * 16
+    cut = blas.MIN_BLOCK_COLUMNS <= width < n
+    assert cut == ((m, k, n) in {(96, 16, 1024), (48, 32, 1000), (64, 27, 961)})

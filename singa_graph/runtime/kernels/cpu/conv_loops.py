@@ -15,7 +15,7 @@ materialised.
 """
 from numba import njit, prange, uintp
 
-from .blas import gemm
+from .blas import gemm, gemm_columns
 from .epilogue import conv_epilogue
 
 
@@ -149,7 +149,8 @@ def forward(x, x3, w3, y3, cols, bias, geo, ho, wo, has_bias, res3, has_res, act
                 im2col(x, x3, n, col, geo, ho, wo)
                 src = col
             for g in range(g_):
-                gemm(w3[g], src[g * k:(g + 1) * k], y3[n, g * og:(g + 1) * og], 0.0, bl)
+                gemm_columns(w3[g], src[g * k:(g + 1) * k], y3[n, g * og:(g + 1) * og], 0.0,
+                             bl)
             conv_epilogue(y3[n], bias, has_bias, res3[n] if has_res else y3[n], has_res, act,
                           alpha, beta, consts)
 
@@ -164,7 +165,8 @@ def grad_input(dy3, w3, dx, dx3, cols, geo, ho, wo, pointwise, parts, bl):
         for n in range(t * n_ // parts, (t + 1) * n_ // parts):
             dst = dx3[n] if pointwise else col
             for g in range(g_):
-                gemm(w3[g].T, dy3[n, g * og:(g + 1) * og], dst[g * k:(g + 1) * k], 0.0, bl)
+                gemm_columns(w3[g].T, dy3[n, g * og:(g + 1) * og], dst[g * k:(g + 1) * k],
+                             0.0, bl)
             if not pointwise:
                 col2im(col, dx, n, geo, ho, wo)
 
@@ -246,7 +248,8 @@ def forward_stacked(x, x3, w3, y3, cols, ys, bias, geo, ho, wo, has_bias, res3, 
     for t in prange(parts):
         o0, o1 = t * og // parts, (t + 1) * og // parts
         for g in range(g_):
-            gemm(w3[g, o0:o1], cols[g * k:(g + 1) * k], ys[g * og + o0:g * og + o1], 0.0, bl)
+            gemm_columns(w3[g, o0:o1], cols[g * k:(g + 1) * k], ys[g * og + o0:g * og + o1],
+                         0.0, bl)
     for n in prange(n_):
         y3[n] = ys[:, n * ln:(n + 1) * ln]
         conv_epilogue(y3[n], bias, has_bias, res3[n] if has_res else y3[n], has_res, act,
