@@ -128,7 +128,7 @@ def test_few_row_products_with_a_transposed_weight_take_the_dot_products(monkeyp
 
 
 @pytest.mark.parametrize("m,k,n", [(96, 16, 1024), (48, 32, 1000), (64, 27, 961),
-                                   (8, 16, 64), (192, 576, 256)])
+                                   (8, 16, 64), (192, 576, 256), (128, 192, 256)])
 def test_gemm_in_column_blocks_matches_numpy(m, k, n):
     """blas.gemm_columns cuts thin products into column blocks for OpenBLAS's small-matrix
     kernels (the last block narrower); the values are the product's, and the cut is the

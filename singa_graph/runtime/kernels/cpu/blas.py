@@ -193,12 +193,13 @@ def gemm(a, b, c, beta, blas):
 
 
 #: OpenBLAS multiplies small products (M*N*K up to 100**3 in its AVX-512 builds) with kernels
-#: that skip packing, and the thin products of convs over large planes run 1.1-1.8x faster
-#: cut into column blocks that qualify: measured per sample on one thread (2026-11-26),
-#: 96x16 by 16x1024 (mobilenet_v2's 1x1 conv at 32x32) 54 -> 31 us, 48x32 by 32x1024 50 ->
-#: 30, 128x192 by 192x256 125 -> 110; blocks narrower than MIN_BLOCK_COLUMNS lost (192x576
-#: by 576x256 in blocks of 16: 546 -> 682 us), so those products stay whole
-SMALL_PRODUCT, MIN_BLOCK_COLUMNS = 1_000_000, 32
+#: that skip packing, and the thin products of convs over large planes (few rows, many
+#: columns) run up to 1.8x faster cut into column blocks that qualify: measured per sample
+#: on one thread (2026-11-26), 96x16 by 16x1024 (mobilenet_v2's 1x1 conv at 32x32) 54 -> 31
+#: us, 48x32 by 32x1024 50 -> 30, 64x27 by 27x961 37 -> 32. Narrow blocks are a gamble:
+#: 128x192 by 192x256 in blocks of 32 ran 1.13x faster, 130x192 by 192x576 1.6x slower,
+#: so blocks narrower than MIN_BLOCK_COLUMNS are not cut
+SMALL_PRODUCT, MIN_BLOCK_COLUMNS = 1_000_000, 128
 
 
 @njit(cache=True, nogil=True)
