@@ -88,9 +88,9 @@ def _split_row(bits, e0, e1, k, pairs, n):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _phase_index(y, x, s, hq, wq, pt, pl):
-    """Where source element ``(y, x)`` lies in the phase planes."""
-    r, c = y + pt, x + pl
+def _phase_at(r, c, s, hq, wq):
+    """Where element ``(r, c)`` of the padded plane lies in its phase planes (``r, c >= 0``;
+    pass a literal stride 2 and the divisions are shifts)."""
     return ((r % s * s + c % s) * hq + r // s) * wq + c // s
 
 
@@ -119,24 +119,20 @@ def _fill_phases(pad, bits, src, pairs, p0, sb, hs, ws, hq, wq, s, pt, pl):
                 pad[rb + uintp(x)] = src[xb + uintp(x)]
         return
     if s == 2 and pairs.size > 0:
-        step = hq * wq
         for y in range(hs):
             r, e = y + pt, sb + y * ws  # the padded row, the row's first element
-            rb = ((r & 1) * 2 * hq + (r >> 1)) * wq  # row r >> 1 of phase (r & 1, 0)
             x0 = (e - p0) & 1  # 1: the row starts on a high half, copied alone
             if x0:
-                pad[uintp(rb + (pl & 1) * step + (pl >> 1))] = src[uintp(e)]
-            c = x0 + pl
+                pad[uintp(_phase_at(r, pl, 2, hq, wq))] = src[uintp(e)]
             n = (ws - x0) >> 1
-            _split_row(bits, rb + (c & 1) * step + (c >> 1),
-                       rb + ((c + 1) & 1) * step + ((c + 1) >> 1), (e + x0 - p0) >> 1, pairs, n)
+            _split_row(bits, _phase_at(r, x0 + pl, 2, hq, wq),
+                       _phase_at(r, x0 + pl + 1, 2, hq, wq), (e + x0 - p0) >> 1, pairs, n)
             if x0 + 2 * n < ws:
-                c = ws - 1 + pl
-                pad[uintp(rb + (c & 1) * step + (c >> 1))] = src[uintp(e + ws - 1)]
+                pad[uintp(_phase_at(r, ws - 1 + pl, 2, hq, wq))] = src[uintp(e + ws - 1)]
         return
     for y in range(hs):
         for x in range(ws):
-            pad[uintp(_phase_index(y, x, s, hq, wq, pt, pl))] = src[uintp(sb + y * ws + x)]
+            pad[uintp(_phase_at(y + pt, x + pl, s, hq, wq))] = src[uintp(sb + y * ws + x)]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -171,8 +167,7 @@ def _fill_all_phases(pad, src, sb, hs, ws, hq, wq, s, pt, pl):
 @njit(cache=True, nogil=True, inline="always")
 def _tap_offset(i, j, s, dh, dw, hq, wq):
     """Where tap ``(i, j)`` of output 0 lies in the phase planes."""
-    a, b = (i * dh) % s, (j * dw) % s
-    return uintp(((a * s + b) * hq + (i * dh) // s) * wq + (j * dw) // s)
+    return uintp(_phase_at(i * dh, j * dw, s, hq, wq))
 
 
 @njit(cache=True, nogil=True, inline="always")
