@@ -153,6 +153,14 @@ def worker_ours(shapes, repeat, algo="auto") -> list:
             ws = np.empty(workspace_bytes(op, ins, outs), np.uint8)
             row[kind] = _time(bind(op, ins, outs, ws=ws), repeat)
             row[kind + "_ws"] = int(ws.nbytes)
+        if s["groups"] > 1 and ops.Conv2dNHWC.supports(fwd, w.shape):
+            # what an inference plan runs on a depthwise chain (passes/layout.py)
+            op = ops.Conv2dNHWC(*a)
+            ins = [np.ascontiguousarray(x.transpose(0, 2, 3, 1)),
+                   np.ascontiguousarray(w.transpose(2, 3, 1, 0))]
+            outs = [np.empty((y.shape[0], y.shape[2], y.shape[3], y.shape[1]), np.float32)]
+            ws = np.empty(workspace_bytes(op, ins, outs), np.uint8)
+            row["fwd_nhwc"] = _time(bind(op, ins, outs, ws=ws), repeat)
         row["y"] = y.shape
         res.append(row)
     return res
@@ -226,10 +234,11 @@ def _print_grouped(shapes, runs):
     if not rows or "torch" not in runs:
         return
     print("grouped convs: ours / best other GFLOP/s (fwd: max of torch and ORT; dx, dw: "
-          "torch); target >= 0.8")
+          "torch); target >= 0.8. nhwc: the channels-last forward of inference plans "
+          "(ms and ratio)")
     print(f"{'model':<22}{'x':<18}{'w':<14}{'s':>2}{'fwd ms':>8}{'torch':>7}{'ort':>7}"
-          f"{'fwd':>6}{'dx':>6}{'dw':>6}")
-    worst = {k: [] for k in KINDS}
+          f"{'fwd':>6}{'dx':>6}{'dw':>6}{'nhwc ms':>9}{'nhwc':>6}")
+    worst = {k: [] for k in KINDS + ("nhwc",)}
     for i in rows:
         s = shapes[i]
 
@@ -240,14 +249,20 @@ def _print_grouped(shapes, runs):
         ort_fwd = med("ort", "fwd") if "ort" in runs else float("inf")
         best = {"fwd": min(torch_["fwd"], ort_fwd), "dx": torch_["dx"], "dw": torch_["dw"]}
         ratio = {k: best[k] / ours[k] for k in KINDS}
-        for k in KINDS:
-            worst[k].append(ratio[k])
+        nhwc = [r[i].get("fwd_nhwc") for r in runs["ours"] if r[i] is not None]
+        nhwc = float(np.median(nhwc)) if nhwc and None not in nhwc else float("nan")
+        ratio["nhwc"] = best["fwd"] / nhwc
+        for k in KINDS + ("nhwc",):
+            if np.isfinite(ratio[k]):
+                worst[k].append(ratio[k])
         print(f"{s['model']:<22}{'x'.join(map(str, s['x'])):<18}"
               f"{'x'.join(map(str, s['w'])):<14}{s['stride'][0]:>2}{ours['fwd'] * 1e3:>8.3f}"
               f"{torch_['fwd'] * 1e3:>7.3f}{ort_fwd * 1e3:>7.3f}"
-              + "".join(f"{ratio[k]:>6.2f}" for k in KINDS))
-    print("min ratio: " + ", ".join(f"{k} {min(v):.2f}" for k, v in worst.items())
-          + "; median: " + ", ".join(f"{k} {np.median(v):.2f}" for k, v in worst.items()))
+              + "".join(f"{ratio[k]:>6.2f}" for k in KINDS)
+              + f"{nhwc * 1e3:>9.3f}{ratio['nhwc']:>6.2f}")
+    print("min ratio: " + ", ".join(f"{k} {min(v):.2f}" for k, v in worst.items() if v)
+          + "; median: " + ", ".join(f"{k} {np.median(v):.2f}" for k, v in worst.items()
+                                     if v))
 
 
 def _spawn(which, names, repeat, algo):

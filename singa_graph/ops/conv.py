@@ -7,6 +7,8 @@ depthwise convolution.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
@@ -14,7 +16,8 @@ from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
 from ._util import need_float, same_dtype
 
-__all__ = ["Conv2d", "Conv2dGradInput", "Conv2dGradWeight", "conv2d"]
+__all__ = ["Conv2d", "Conv2dNHWC", "pointwise_nhwc", "Conv2dGradInput", "Conv2dGradWeight",
+           "conv2d"]
 
 
 def pair(v, what: str, minimum: int = 1) -> tuple:
@@ -132,7 +135,7 @@ class Conv2d(_ConvBase):
     @property
     def label(self) -> str:
         """The op as profiles and pictures show it, e.g. ``Conv2d+Add+ReLU``."""
-        parts = ["Conv2d"] + ([self.folded] if self.folded else []) + \
+        parts = [self.type] + ([self.folded] if self.folded else []) + \
             (["Add"] if self.residual else []) + ([self.ACTS[self.act]] if self.act else [])
         return "+".join(parts)
 
@@ -156,13 +159,20 @@ class Conv2d(_ConvBase):
         b = rest[0] if rest else None
         need_float(x, w)
         dt = same_dtype(x, w) if b is None else same_dtype(x, w, b)
-        y = self.output_shape(x.shape, w.shape)
+        y = self.output_shape(self._nchw(x.shape), w.shape)
         if b is not None and b.shape != (w.shape[0],):
             raise ShapeError(f"bias {b.shape} does not match weight {w.shape}")
+        y = self._layout(y)
         if self.residual and (r.shape != y or r.dtype != dt):
             raise ShapeError(f"residual {r.shape} {r.dtype} does not match the output {y} "
                              f"{dt}")
         return [TensorSpec(y, dt)]
+
+    def _nchw(self, shape):
+        return shape  # Conv2dNHWC reads its input's shape from channels-last
+
+    def _layout(self, shape):
+        return shape
 
     def gradient(self, inputs, outputs, dys, needs):
         from .reduce import sum as _sum
@@ -180,6 +190,65 @@ class Conv2d(_ConvBase):
         if len(inputs) == 3:
             grads.append(_sum(dy, (0, 2, 3)) if needs[2] else None)
         return grads
+
+
+class Conv2dNHWC(Conv2d):
+    """:class:`Conv2d` on channels-last activations: x ``(N, H, W, C)``, y and the residual
+    ``(N, Ho, Wo, O)``, the weight ``(kh, kw, C/groups, O)`` (HWIO), or ``(O, C, 1, 1)``
+    for a pointwise conv with ``weight_layout="OIHW"`` (its kernel then takes the dot
+    products of rows of the weight with the pixels, for convs over few pixels). Made by the
+    channels-last pass of CPU inference plans (:mod:`singa_graph.passes.layout`) for the
+    convs it has kernels for (:meth:`supports`): a pointwise conv is then one GEMM over the
+    whole batch, a depthwise conv reads every tap as a run of channels, and neither
+    transposes an operand. Inference only: no gradient."""
+
+    differentiable = False
+    weight_layout = "HWIO"
+
+    @staticmethod
+    def supports(op, w_shape) -> bool:
+        """Whether a Conv2d ``op`` with (OIHW) weight shape ``w_shape`` has a channels-last
+        kernel: pointwise (1x1, stride 1, no padding, one group) or depthwise (one input
+        and one output channel per group, the same stride both ways)."""
+        o, cg, kh, kw = w_shape
+        return (cg == 1 and o == op.groups and op.stride[0] == op.stride[1]) or \
+            pointwise_nhwc(op, w_shape)
+
+    def _nchw(self, shape):
+        if len(shape) != 4:
+            raise ShapeError(f"Conv2dNHWC needs a 4-d NHWC input, got {shape}")
+        n, h, w, c = shape
+        return (n, c, h, w)
+
+    def _layout(self, shape):
+        n, o, h, w = shape
+        return (n, h, w, o)
+
+    def infer(self, x, w, *rest):
+        if len(w.shape) != 4:
+            raise ShapeError(f"Conv2dNHWC needs a 4-d (kh, kw, C/groups, O) weight, got "
+                             f"{w.shape}")
+        kh, kw, cg, o = w.shape
+        if self.weight_layout == "OIHW":
+            o, cg, kh, kw = w.shape
+        oihw = SimpleNamespace(shape=(o, cg, kh, kw), dtype=w.dtype, name=w.name, ndim=4)
+        if not self.supports(self, oihw.shape) or (self.weight_layout == "OIHW"
+                                                   and not pointwise_nhwc(self, oihw.shape)):
+            raise UnsupportedOpError(f"Conv2dNHWC has kernels for pointwise and depthwise "
+                                     f"convs only, not weight {w.shape} with groups="
+                                     f"{self.groups}, stride {self.stride}")
+        if np.dtype(x.dtype) not in (np.float32, np.float64):
+            raise UnsupportedOpError(f"Conv2dNHWC computes float32 and float64, not {x.dtype}")
+        return super().infer(x, oihw, *rest)
+
+    def gradient(self, inputs, outputs, dys, needs):
+        raise UnsupportedOpError("Conv2dNHWC is made for inference plans and has no gradient")
+
+
+def pointwise_nhwc(op, w_shape) -> bool:
+    """A 1x1 stride-1 unpadded conv of one group (OIHW ``w_shape``)."""
+    return (op.groups == 1 and w_shape[2] == w_shape[3] == 1 and op.stride == (1, 1)
+            and not any(op.padding))
 
 
 class Conv2dGradInput(_ConvBase):

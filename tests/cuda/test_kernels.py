@@ -31,7 +31,9 @@ CPU_ONLY = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatM
             "NonMaxSuppression", "BitCast", "Det", "DeformConv", "TfIdfVectorizer",
             "TreeEnsemble",
             # control flow: a GPU plan refuses it by name (tests/cuda/test_control_flow_cuda.py)
-            "If", "Loop", "Scan"}
+            "If", "Loop", "Scan",
+            # made only by the channels-last pass of CPU inference plans (passes/layout.py)
+            "Conv2dNHWC"}
 
 
 def test_every_cpu_kernel_has_a_cuda_kernel_and_a_case(gpu):

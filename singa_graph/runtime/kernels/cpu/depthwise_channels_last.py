@@ -28,6 +28,14 @@ def units_of(n, c, parts) -> int:
     return max(1, min(per, c // 16))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def unit_channels(u, per_sample, c_):
+    """``(sample, first channel, end channel)`` of unit ``u`` when every sample's ``c_``
+    channels are cut into ``per_sample`` ranges."""
+    k = u % per_sample
+    return u // per_sample, k * c_ // per_sample, (k + 1) * c_ // per_sample
+
+
 def scratch_elements(c, kh, kw, h, w, ho, wo, per_sample) -> int:
     """Workspace elements of one part: the transposed weights, input and output of its
     widest unit (``ceil(c / per_sample)`` channels)."""
@@ -88,17 +96,27 @@ def rows_to_planes(acc, y2, first, cc, hw, relu):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _tap_products(mode, a, b, wt, geo, dims, cc):
+def packed(cc):
+    """:func:`tap_products`' ``rows`` for buffers holding ``cc`` channels a row."""
+    return (0, cc, 0, cc, 0, cc)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def tap_products(mode, a, b, wt, geo, dims, cc, rows):
     """Every (output pixel p, valid tap t reading input pixel q) pair of the conv of
     ``geo``/``dims``, as one loop over the ``cc`` channels of rows ``p``, ``q``, ``t`` of
     channels-innermost buffers: mode 0 (forward) ``a[p] += wt[t] * b[q]``; mode 1
     (adjoint, the input gradient) ``a[q] += wt[t] * b[p]``; mode 2 (weight gradient)
-    ``wt[t] += a[p] * b[q]``. Pairs come in a fixed order (pixels row-major, then taps)."""
+    ``wt[t] += a[p] * b[q]``. Pairs come in a fixed order (pixels row-major, then taps).
+    ``rows`` places the rows in the flat buffers: ``(first, pitch)`` of ``a``, ``b`` and
+    ``wt`` in turn, ``(0, cc)`` for buffers of ``cc`` channels a row (:func:`packed`),
+    the sample's first channel and the channel count for NHWC activations."""
     kh, kw, s, pt, pl, dh, dw = geo
     _, _, h, wi, _, ho, wo = dims
+    a0, pa, b0, pq, t0, ptap = rows
     for oy in range(ho):
         for ox in range(wo):
-            pb = uintp((oy * wo + ox) * cc)
+            pb = uintp(a0 + (oy * wo + ox) * pa)
             for i in range(kh):
                 iy = oy * s - pt + i * dh
                 if iy < 0 or iy >= h:
@@ -107,8 +125,8 @@ def _tap_products(mode, a, b, wt, geo, dims, cc):
                     ix = ox * s - pl + j * dw
                     if ix < 0 or ix >= wi:
                         continue
-                    tb = uintp((i * kw + j) * cc)
-                    qb = uintp((iy * wi + ix) * cc)
+                    tb = uintp(t0 + (i * kw + j) * ptap)
+                    qb = uintp(b0 + (iy * wi + ix) * pq)
                     if mode == 0:
                         for c in range(cc):
                             u = uintp(c)
@@ -141,10 +159,7 @@ def forward(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha
     units = n_ * per_sample
     for t in prange(parts):
         for u in range(t * units // parts, (t + 1) * units // parts):
-            n = u // per_sample
-            k = u % per_sample
-            c0 = k * c_ // per_sample
-            c1 = (k + 1) * c_ // per_sample
+            n, c0, c1 = unit_channels(u, per_sample, c_)
             _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha,
                   beta, consts, ws[t], n, c0, c1, flip, adjoint)
 
@@ -176,7 +191,7 @@ def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, 
         else:
             for c in range(cc):
                 acc[pb + uintp(c)] = zero
-    _tap_products(1 if adjoint else 0, acc, xt, wt, geo, dims, cc)
+    tap_products(1 if adjoint else 0, acc, xt, wt, geo, dims, cc, packed(cc))
     yb = y3[n]
     rows_to_planes(acc, yb, c0, cc, dst, relu)  # ReLU on the way
     if has_res or act:
@@ -189,7 +204,7 @@ def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, 
 def grad_weight(dy, x, dw, geo, dims, ws, parts, units):
     """``dw`` (flat ``(C, kh*kw)``) of the depthwise conv of ``geo``/``dims``: the channels
     are cut into ``units`` ranges, each summed over the whole batch by one thread (the
-    sums' order is fixed: samples, then pixels and taps as :func:`_tap_products` takes
+    sums' order is fixed: samples, then pixels and taps as :func:`tap_products` takes
     them), its samples' input and output-gradient planes transposed into ``ws[t]``
     (``scratch_elements(c, ..., units)``)."""
     c_ = dims[1]
@@ -212,8 +227,23 @@ def _weight_unit(dy, x, dw, geo, dims, scratch, c0, c1):
     for n in range(n_):
         planes_to_rows(x, xt, n * c_ + c0, cc, hw)
         planes_to_rows(dy, gt, n * c_ + c0, cc, pw)
-        _tap_products(2, gt, xt, acc, geo, dims, cc)
+        tap_products(2, gt, xt, acc, geo, dims, cc, packed(cc))
     for c in range(cc):  # (taps, cc) -> (cc, taps)
         wb = uintp((c0 + c) * taps)
         for tp in range(taps):
             dw[wb + uintp(tp)] = acc[uintp(tp * cc + c)]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def transpose_channels(x, y, n_, c_, hw, to_last, parts):
+    """NCHW ``(n_, c_, hw)`` -> NHWC ``(n_, hw, c_)`` (``to_last``) or back, on flat
+    arrays, in the tiles of :func:`planes_to_rows`; the samples are split across the
+    parts."""
+    size = c_ * hw
+    for t in prange(parts):
+        for n in range(t * n_ // parts, (t + 1) * n_ // parts):
+            if to_last:
+                planes_to_rows(x, y[n * size:(n + 1) * size], n * c_, c_, hw)
+            else:
+                rows_to_planes(x[n * size:(n + 1) * size], y[n * size:(n + 1) * size]
+                               .reshape(c_, hw), 0, c_, hw, False)

@@ -75,3 +75,16 @@ def conv_epilogue(y, bias, has_bias, res, has_res, act, alpha, beta, k):
                 v = r[i]
                 r[i] = _sigmoid(v, z, z, k)  # rounded as the Sigmoid op's output
                 r[i] = v * r[i]
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def rows_epilogue(y, bias, has_bias, res, has_res, act, alpha, beta, k):
+    """:func:`conv_epilogue` on a channels-last ``(P, O)`` block (pixels x output
+    channels): the same steps, with ``bias[o]`` added along each row."""
+    if has_bias:
+        for p in range(y.shape[0]):
+            r = y[p]
+            for o in range(r.shape[0]):
+                r[o] = r[o] + bias[o]
+    if has_res or act != NONE:
+        conv_epilogue(y, bias, False, res, has_res, act, alpha, beta, k)

@@ -51,6 +51,35 @@ def _planes(x, axes):
     return (a, c, b) if (b >= MIN_PLANE or a == 1) and a * c * b > 0 else None
 
 
+@loops
+def _SUM_MIDDLE(x3, y2, div):
+    """``y2[a] = sum(x3[a, :, :], axis=0) / div`` for ``x3`` of shape ``(A, B, C)``: a
+    running sum of rows of ``C`` in the output's dtype (vectorised along C; the plane sums
+    above add in float64, one value at a time)."""
+    for a in prange(x3.shape[0]):
+        r = y2[a]
+        r[:] = x3[a, 0]
+        for b in range(1, x3.shape[1]):
+            r += x3[a, b]
+        if div != 1.0:
+            for c in range(r.shape[0]):
+                r[c] = r[c] / div
+
+
+def _middle(x, axes):
+    """``(A, B, C)`` when the reduced axes of ``x`` are one contiguous block with kept
+    axes after it at least MIN_PLANE elements long (the global mean of a channels-last
+    activation: numpy took 30 us for 1280 channels of 2x2 pixels, batch 2); else None."""
+    axes = sorted(axes)
+    if (not axes or axes != list(range(axes[0], axes[-1] + 1)) or axes[-1] == x.ndim - 1
+            or x.dtype not in (np.float32, np.float64) or not x.flags.c_contiguous):
+        return None
+    a = int(np.prod(x.shape[:axes[0]], dtype=np.int64))
+    b = int(np.prod(x.shape[axes[0]:axes[-1] + 1], dtype=np.int64))
+    c = int(np.prod(x.shape[axes[-1] + 1:], dtype=np.int64))
+    return (a, b, c) if c >= MIN_PLANE and a * b * c > 0 else None
+
+
 def mean_planes(x, y):
     """A step computing ``y[i] = mean(x[i, :])`` for ``x`` viewed as ``(M, B)`` (``y``
     holds M elements; both contiguous): the float64 plane sums of :func:`_reduce`."""
@@ -71,6 +100,11 @@ def _reduce(fn, mean):
             div = float(shape[0] * shape[2]) if mean else 1.0
             loop = pick(_SUM_PLANES, x.size)
             return bound(loop, x3, y1, div)
+        shape = _middle(x, axes)
+        if shape is not None and y.flags.c_contiguous:
+            x3, y2 = x.reshape(shape), y.reshape(shape[0], shape[2])
+            loop = pick(_SUM_MIDDLE, x.size)
+            return bound(loop, x3, y2, float(shape[1]) if mean else 1.0)
         kept = y.reshape(tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
         return lambda: fn(x, axis=axes, keepdims=True, out=kept)
     return factory

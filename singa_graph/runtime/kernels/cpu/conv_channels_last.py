@@ -1,0 +1,254 @@
+"""Convolutions on channels-last activations (``Conv2dNHWC``, made by passes/layout.py).
+
+A mobile net's inference time goes to its pointwise convs and its depthwise convs, and in
+NCHW both pay for the layout: a pointwise conv is one GEMM per sample over a short,
+wide ``(C x H*W)`` operand, and a depthwise conv that runs channels innermost
+(depthwise_channels_last.py) transposes its input and output. With the activations
+channels-last, a pointwise conv is ``(N*H*W x C) @ (C x O)``: one product for the whole
+batch, cut into blocks of rows (one range of them per thread, each range in blocks small
+enough for OpenBLAS's small-matrix kernels, :data:`blas.SMALL_PRODUCT`), each block
+finished by the conv epilogue while it is in cache. Over few rows (``weight_layout``
+"OIHW") the weight's rows multiply the pixels: with many channels as dot products on the
+pixels as they are (pointwise.py transposes them first), with few as the NCHW kernel's
+product. A depthwise conv reads each tap's input pixel as a run of channels in place and
+accumulates straight into the output rows; at stride 1 over wide rows a row at a time,
+with each tap's weights repeated along a row in planned workspace.
+
+Every output element is computed by one thread in an order fixed by the shapes, so
+results do not depend on the thread count. They differ in the last bits from the NCHW
+kernels' (another GEMM blocking); the depthwise sums are the NCHW channels-innermost
+kernel's, in the same order.
+"""
+from numba import njit, prange, uintp
+
+from ....runtime import threads
+from ....ops.conv import pointwise_nhwc
+from ...registry import carve, carved_bytes, kernel
+from . import blas
+from .depthwise_channels_last import tap_products, unit_channels, units_of
+from .dots import FAST, block_of, products
+from .epilogue import act_args, act_code, rows_epilogue
+from .loops import bound
+from .pointwise import MIN_CHANNELS
+
+
+def _rows_block(c, o) -> int:
+    """Rows of one GEMM block: a ``rows x C x O`` product small enough for OpenBLAS's
+    small-matrix kernels, in whole multiples of 16, at least 16."""
+    return max(16, blas.SMALL_PRODUCT // max(c * o, 1) // 16 * 16)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def pointwise_gemm(x2, wt, y2, bias, has_bias, res2, has_res, act, alpha, beta, consts,
+                   parts, block, bl):
+    """``y2 = act(x2 @ wt + bias + res2)``: ``x2`` the ``(P, C)`` pixels, ``wt`` the
+    ``(C, O)`` transposed view of the weight, ``y2``/``res2`` ``(P, O)``; part ``t`` takes
+    its range of rows in blocks of ``block``."""
+    p_ = x2.shape[0]
+    for t in prange(parts):
+        r1 = (t + 1) * p_ // parts
+        for b0 in range(t * p_ // parts, r1, block):
+            b1 = min(b0 + block, r1)
+            blas.gemm(x2[b0:b1], wt, y2[b0:b1], 0.0, bl)
+            rows_epilogue(y2[b0:b1], bias, has_bias, res2[b0:b1], has_res, act, alpha, beta,
+                          consts)
+
+
+@njit(cache=True, nogil=True, parallel=True, error_model="numpy", fastmath=FAST)
+def pointwise_dots(x, w, y2, bias, has_bias, res2, has_res, act, alpha, beta, consts, parts):
+    """The same over few rows: each weight row read once for every row of ``x`` (flat
+    ``(P, C)``), as dot products (dots.py), output channels split across the parts."""
+    p_, o_ = y2.shape
+    y3 = y2.reshape(p_, o_, 1)
+    for t in prange(parts):
+        o0, o1 = block_of(t, parts, o_)
+        products(w, x, y3, o0, o1, w.shape[0] // o_)
+    for t in prange(parts):
+        r0, r1 = t * p_ // parts, (t + 1) * p_ // parts
+        rows_epilogue(y2[r0:r1], bias, has_bias, res2[r0:r1], has_res, act, alpha, beta,
+                      consts)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def pointwise_columns(x2, w2, cols, yt, y2, bias, has_bias, res2, has_res, act, alpha, beta, consts,
+                      parts, bl):
+    """The same over few rows with fewer channels (short dot products): ``yt = w2 @
+    x2^T``, the NCHW kernel's product ``(O x C) @ (C x P)`` into the ``(O, P)``
+    workspace ``yt``, its output channels split across the parts, then ``y2 = yt^T`` with
+    the epilogue; ``cols`` holds the pixels transposed, ``(C, P)``."""
+    o_, p_ = yt.shape
+    xt = cols[:x2.size].reshape(x2.shape[1], p_)
+    for c in range(x2.shape[1]):  # a few KiB: BLAS ran slower on the transposed view
+        for p in range(p_):
+            xt[c, p] = x2[p, c]
+    for t in prange(parts):
+        o0, o1 = t * o_ // parts, (t + 1) * o_ // parts
+        blas.gemm(w2[o0:o1], xt, yt[o0:o1], 0.0, bl)
+    for t in prange(parts):
+        r0, r1 = t * p_ // parts, (t + 1) * p_ // parts
+        for p in range(r0, r1):
+            for o in range(o_):
+                y2[p, o] = yt[o, p]
+        rows_epilogue(y2[r0:r1], bias, has_bias, res2[r0:r1], has_res, act, alpha, beta,
+                      consts)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def depthwise(x, wt, y, y2, bias, has_bias, res2, has_res, act, alpha, beta, consts, geo,
+              dims, parts, per_sample):
+    """``y = act(depthwise_conv(x, w) + bias + res)`` on flat NHWC ``x`` and ``y`` (``y2``
+    its ``(N*Ho*Wo, C)`` view) with the flat ``(kh, kw, C)`` weights ``wt``. Every
+    sample's channels are cut into ``per_sample`` ranges; the units are split across the
+    parts."""
+    n_, c_, h, wi, _, ho, wo = dims
+    units = n_ * per_sample
+    pw = ho * wo
+    zero = y.dtype.type(0)
+    for t in prange(parts):
+        for u in range(t * units // parts, (t + 1) * units // parts):
+            n, c0, c1 = unit_channels(u, per_sample, c_)
+            for p in range(n * pw, (n + 1) * pw):
+                if has_bias:
+                    y2[p, c0:c1] = bias[c0:c1]
+                else:
+                    y2[p, c0:c1] = zero
+            rows = (n * pw * c_ + c0, c_, n * h * wi * c_ + c0, c_, c0, c_)
+            tap_products(0, y, x, wt, geo, dims, c1 - c0, rows)
+            if not (has_res or act):
+                continue
+            p0, p1 = n * pw, (n + 1) * pw
+            if per_sample == 1:  # whole rows: contiguous, so the epilogue's loops vectorise
+                rows_epilogue(y2[p0:p1], bias, False, res2[p0:p1], has_res, act, alpha,
+                              beta, consts)
+            else:
+                rows_epilogue(y2[p0:p1, c0:c1], bias, False, res2[p0:p1, c0:c1], has_res,
+                              act, alpha, beta, consts)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def depthwise_rows(x, wt, wrow, y, y2, bias, has_bias, res2, has_res, act, alpha, beta,
+                   consts, geo, dims, parts):
+    """:func:`depthwise` at stride 1, a whole output row at a time: with ``wrow`` holding
+    each tap's weights repeated along a row (``(taps, Wo*C)``, filled here from ``wt``),
+    a tap adds to all the row's pixels it reaches in one flat loop of ``pixels*C``
+    elements, where the pixel-by-pixel loop runs one of ``C`` (which leaves a few
+    vectors per loop at 32 channels). Same sums in the same order as :func:`depthwise`."""
+    kh, kw, _, pt, pl, dh, dw = geo
+    n_, c_, h, wi, _, ho, wo = dims
+    taps = kh * kw
+    rw = wo * c_
+    for tp in prange(taps):
+        for ox in range(wo):
+            wrow[tp * rw + ox * c_:tp * rw + (ox + 1) * c_] = wt[tp * c_:(tp + 1) * c_]
+    rows = n_ * ho
+    zero = y.dtype.type(0)
+    for t in prange(parts):
+        r1 = (t + 1) * rows // parts
+        for r in range(t * rows // parts, r1):
+            n = r // ho
+            oy = r % ho
+            yr = y2[r * wo:(r + 1) * wo]
+            for p in range(wo):
+                if has_bias:
+                    yr[p] = bias
+                else:
+                    yr[p] = zero
+            for i in range(kh):
+                iy = oy - pt + i * dh
+                if iy < 0 or iy >= h:
+                    continue
+                for j in range(kw):
+                    ox0 = max(0, pl - j * dw)
+                    ox1 = min(wo, wi + pl - j * dw)
+                    if ox1 <= ox0:
+                        continue
+                    ab = uintp(r * rw + ox0 * c_)
+                    bb = uintp(((n * h + iy) * wi + ox0 - pl + j * dw) * c_)
+                    wb = uintp((i * kw + j) * rw + ox0 * c_)
+                    for u in range((ox1 - ox0) * c_):
+                        e = uintp(u)
+                        y[ab + e] += wrow[wb + e] * x[bb + e]
+            rows_epilogue(yr, bias, False, res2[r * wo:(r + 1) * wo], has_res, act, alpha,
+                          beta, consts)
+
+
+# ---------------------------------------------------------------------------- the op
+def _depthwise_plan(op, x_shape, w_shape, y_shape):
+    n, h, wi, c = x_shape
+    (s, _), (pt, pl, _, _), (dh, dw) = op.stride, op.padding, op.dilation
+    geo = (w_shape[0], w_shape[1], s, pt, pl, dh, dw)
+    dims = (n, c, h, wi, c, y_shape[1], y_shape[2])
+    parts = max(1, min(threads.num_threads(), n * c))
+    return geo, dims, parts, units_of(n, c, parts)
+
+
+#: output widths from which stride-1 depthwise convs run a row at a time
+ROWS_FROM = 8
+
+
+def _by_rows(op, y_shape) -> bool:
+    return op.stride == (1, 1) and y_shape[2] >= ROWS_FROM
+
+
+def _wrow_spec(w_shape, y_shape, dtype):
+    kh, kw, _, c = w_shape
+    return (kh * kw, y_shape[2] * c), dtype
+
+
+def _columns_spec(w_shape, y2_shape, dtype):
+    """The ``(O, P)`` product of :func:`pointwise_columns`, or nothing where the dot
+    products take the conv."""
+    o, c = w_shape[0], w_shape[1]
+    p = y2_shape[0]
+    if c >= MIN_CHANNELS:
+        return ((0,), dtype), ((0, 0), dtype)
+    return ((c * p,), dtype), ((o, p), dtype)
+
+
+def _workspace(op, ins, outs):
+    w, y = ins[1], outs[0]
+    if op.weight_layout == "OIHW":
+        return carved_bytes(*_columns_spec(w.shape, (y.size // w.shape[0], w.shape[0]),
+                                           y.dtype))
+    if pointwise_nhwc(op, (w.shape[3], w.shape[2], w.shape[0], w.shape[1])) or \
+            not _by_rows(op, y.shape):
+        return 0
+    return carved_bytes(_wrow_spec(w.shape, y.shape, y.dtype))
+
+
+@kernel("Conv2dNHWC", workspace=_workspace)
+def conv2d_nhwc(op, ins, outs, ws):
+    x, w = ins[0], ins[1]  # w: (kh, kw, C/groups, O)
+    (y,) = outs
+    has_res = bool(op.residual)
+    has_bias = len(ins) - has_res == 3
+    bias = ins[2] if has_bias else w.reshape(-1)[:0]
+    kh, kw, c, o = w.shape
+    if op.weight_layout == "OIHW":
+        o, c, kh, kw = w.shape
+    y2 = y.reshape(-1, o)
+    res2 = ins[-1].reshape(-1, o) if has_res else y2
+    alpha, beta, k = act_args(op, y.dtype)
+    epi = (bias, has_bias, res2, has_res, act_code(op), alpha, beta, k)
+    if not pointwise_nhwc(op, (o, c, kh, kw)):
+        geo, dims, parts, per = _depthwise_plan(op, x.shape, w.shape, y.shape)
+        if _by_rows(op, y.shape):
+            (wrow,) = carve(ws, _wrow_spec(w.shape, y.shape, y.dtype))
+            parts = max(1, min(threads.num_threads(), y.shape[0] * y.shape[1]))
+            return bound(depthwise_rows, x.reshape(-1), w.reshape(-1), wrow.reshape(-1),
+                         y.reshape(-1), y2, *epi, geo, dims, parts)
+        return bound(depthwise, x.reshape(-1), w.reshape(-1), y.reshape(-1), y2, *epi, geo,
+                     dims, parts, per)
+    x2 = x.reshape(-1, c)
+    rows = x2.shape[0]
+    nt = threads.num_threads()
+    if op.weight_layout == "OIHW":
+        if c >= MIN_CHANNELS:
+            return bound(pointwise_dots, x.reshape(-1), w.reshape(-1), y2, *epi,
+                         max(1, min(nt, o)))
+        cols, yt = carve(ws, *_columns_spec(w.shape, y2.shape, y.dtype))
+        return bound(pointwise_columns, x2, w.reshape(o, c), cols, yt, y2, *epi,
+                     max(1, min(nt, o // 16, rows)), blas.HANDLE)
+    parts = max(1, min(nt, -(-rows // 16)))
+    return bound(pointwise_gemm, x2, w.reshape(c, o), y2, *epi, parts, _rows_block(c, o),
+                 blas.HANDLE)

@@ -1,0 +1,103 @@
+"""Convolutions on channels-last activations (Conv2dNHWC,
+runtime/kernels/cpu/conv_channels_last.py), against a plain float64 numpy convolution, and
+the NCHW <-> NHWC Transpose and the mean over middle axes that channels-last plans lean
+on."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from singa_graph.ir.tensor import Tensor
+from singa_graph.ops.conv import Conv2dNHWC
+from singa_graph.ops.reduce import Mean
+from singa_graph.ops.shape import Transpose
+
+FEW_PIXELS = 16  # pointwise convs over this few pixels: weights (O, C), dot products
+
+
+def _t(a):
+    return Tensor(data=np.asarray(a), requires_grad=False)
+
+
+def _reference(x, w, b, stride, pad, dil, groups):
+    """NCHW conv in float64, one tap at a time."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    n, c, h, wi = x.shape
+    o, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    ho = (h + 2 * pad - dil * (kh - 1) - 1) // stride + 1
+    wo = (wi + 2 * pad - dil * (kw - 1) - 1) // stride + 1
+    y = np.zeros((n, o, ho, wo))
+    og = o // groups
+    for g in range(groups):
+        xs = xp[:, g * cg:(g + 1) * cg]
+        for i in range(kh):
+            for j in range(kw):
+                win = xs[:, :, i * dil:i * dil + stride * (ho - 1) + 1:stride,
+                         j * dil:j * dil + stride * (wo - 1) + 1:stride]
+                y[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", win,
+                                                       w[g * og:(g + 1) * og, :, i, j])
+    return y + (0 if b is None else b.astype(np.float64).reshape(1, -1, 1, 1))
+
+
+def _act(y, act):
+    return {"": y, "relu": np.maximum(y, 0), "relu6": np.clip(y, 0, 6),
+            "hardswish": y * np.clip(y / 6 + 0.5, 0, 1),
+            "silu": y / (1 + np.exp(-y))}[act]
+
+
+CASES = [  # (n, c, h, o, k, stride, dilation, groups)
+    (2, 16, 12, 24, 1, 1, 1, 1),    # pointwise, GEMM over pixel rows
+    (1, 300, 3, 40, 1, 1, 1, 1),    # pointwise over few pixels, dot products (C >= 256)
+    (2, 40, 2, 72, 1, 1, 1, 1),     # pointwise over few pixels, columns (C < 256)
+    (2, 24, 9, 24, 3, 1, 1, 24),    # depthwise by rows (stride 1, wide)
+    (2, 48, 4, 48, 3, 1, 1, 48),    # depthwise by pixels (narrow)
+    (2, 20, 11, 20, 3, 2, 1, 20),   # strided
+    (1, 17, 8, 17, 5, 2, 1, 17),    # 5x5 strided, odd channel count
+    (2, 32, 10, 32, 3, 1, 2, 32),   # dilated by rows
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("act,residual,bias", [("", False, True), ("relu6", True, True),
+                                               ("hardswish", False, False),
+                                               ("silu", True, False)])
+def test_conv_nhwc_matches_numpy(case, act, residual, bias):
+    n, c, h, o, k, s, d, g = case
+    rng = np.random.default_rng(sum(case))
+    x = rng.standard_normal((n, c, h, h)).astype(np.float32)
+    w = (rng.standard_normal((o, c // g, k, k)) / np.sqrt(c // g * k * k)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32) if bias else None
+    pad = d * (k // 2)
+    ref = _reference(x, w, b, s, pad, d, g)
+    r = rng.standard_normal(ref.shape).astype(np.float32) if residual else None
+    if residual:
+        ref = ref + r
+    ref = _act(ref, act)
+    op = Conv2dNHWC(s, pad, d, g, act=act, residual=residual)
+    few = n * h * h <= FEW_PIXELS and k == 1
+    if few:
+        op.weight_layout = "OIHW"
+    wk = w if few else np.ascontiguousarray(w.transpose(2, 3, 1, 0))
+    ins = [np.ascontiguousarray(x.transpose(0, 2, 3, 1)), wk] + ([b] if bias else []) + \
+        ([np.ascontiguousarray(r.transpose(0, 2, 3, 1))] if residual else [])
+    y = op(*[_t(a) for a in ins]).data
+    np.testing.assert_allclose(y.transpose(0, 3, 1, 2), ref, rtol=2e-5,
+                               atol=2e-5 * np.abs(ref).max())
+
+
+def test_conv_nhwc_refuses_what_it_has_no_kernel_for():
+    with pytest.raises(Exception, match="pointwise and depthwise"):
+        Conv2dNHWC(1, 1)(_t(np.zeros((1, 5, 5, 4), np.float32)),
+                         _t(np.zeros((3, 3, 4, 8), np.float32)))
+
+
+@pytest.mark.parametrize("shape", [(2, 32, 32, 32), (1, 7, 5, 3), (3, 200, 9, 9)])
+def test_channel_transposes_and_middle_mean(shape):
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    for perm in [(0, 2, 3, 1), (0, 3, 1, 2)]:
+        assert np.array_equal(Transpose(perm)(_t(x)).data, x.transpose(perm))
+    for axes in [(1, 2), (1,), (2,)]:
+        got = Mean(axes, True)(_t(x)).data
+        np.testing.assert_allclose(got, x.astype(np.float64).mean(axis=axes, keepdims=True),
+                                   rtol=1e-5, atol=1e-6)
