@@ -108,15 +108,15 @@ def plan_graph(graph, schedule: str = "memory", device=None, inplace: bool = Tru
         infer_only = inference or (inference is None and is_inference_graph(graph))
         if recompute and fetches is not None and not infer_only:
             recompute_cheap(graph, fetches)
-        if fuse:
-            if infer_only:
-                optimize_for_inference(graph)
-            _fuse(graph)
-        base = StorageGroups(graph)  # aliases and persistence: shared by schedule and plan
-        order = _schedule(graph, schedule, base=base)
         if device is None and graph.inputs:
             device = graph.inputs[0].device
         kind = device.kind if device is not None else "cpu"
+        if fuse:
+            if infer_only:
+                optimize_for_inference(graph, kind)
+            _fuse(graph)
+        base = StorageGroups(graph)  # aliases and persistence: shared by schedule and plan
+        order = _schedule(graph, schedule, base=base)
         memory = plan_memory(graph, order, schedule=schedule, inplace=inplace, device=kind,
                              base=base)
         if memory_budget is not None or remat == "chen":

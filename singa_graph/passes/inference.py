@@ -29,7 +29,7 @@ import copy
 
 import numpy as np
 
-__all__ = ["Fold", "optimize_for_inference", "drop_noops", "fold_batchnorm",
+__all__ = ["Derived", "Fold", "optimize_for_inference", "drop_noops", "fold_batchnorm",
            "fuse_conv_epilogues", "is_inference_graph"]
 
 RESHAPES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")
@@ -41,11 +41,17 @@ def is_inference_graph(graph) -> bool:
     return not any(n.op.mutates or "Grad" in n.type for n in graph.nodes)
 
 
-def optimize_for_inference(graph) -> dict:
-    """Run the three passes in order on ``graph`` (in place); returns how many nodes each
-    removed: ``{'noops': .., 'batchnorms': .., 'epilogue': ..}``."""
-    return {"noops": drop_noops(graph), "batchnorms": fold_batchnorm(graph),
+def optimize_for_inference(graph, device: str = "cpu") -> dict:
+    """Run the three passes in order on ``graph`` (in place), then on the CPU the
+    channels-last layout of depthwise chains (:mod:`.layout`); returns how many nodes each
+    removed (the layout: how many it converted): ``{'noops': .., 'batchnorms': ..,
+    'epilogue': .., 'channels_last': ..}``."""
+    from .layout import channels_last
+
+    done = {"noops": drop_noops(graph), "batchnorms": fold_batchnorm(graph),
             "epilogue": fuse_conv_epilogues(graph)}
+    done["channels_last"] = channels_last(graph) if device == "cpu" else 0
+    return done
 
 
 # ---------------------------------------------------------------------- helpers
@@ -127,36 +133,81 @@ def drop_noops(graph) -> int:
 
 
 # ---------------------------------------------------------------------- BatchNorm folding
-class Fold:
-    """Folded weight and bias of a Conv2d that absorbed an eval-mode BatchNorm2d.
+class Derived:
+    """Constants a pass computed from parameters (``sources``) when the plan was compiled,
+    owned by the plan: :meth:`refresh` recomputes them in place (after training steps, a
+    loaded checkpoint...), so the plan's bound views stay valid. Subclasses compute
+    ``_compute() -> arrays``, one per tensor of ``outputs``."""
 
-    ``weight`` and ``bias`` are new constant tensors owned by the plan; :meth:`refresh`
-    recomputes them in place from the current parameters (after training steps, a loaded
-    checkpoint...), so the plan's bound views stay valid."""
-
-    def __init__(self, conv_weight, conv_bias, scale, shift, mean, var, eps):
+    def __init__(self, sources, names, device):
         from ..ir.tensor import Tensor
 
-        self.sources = (conv_weight, conv_bias, scale, shift, mean, var)
-        self.eps = eps
-        w, b = self._compute()
-        dev = conv_weight.device
-        self.weight = Tensor(data=w, device=dev, requires_grad=False,
-                             name=f"{conv_weight.name}.folded")
-        self.bias = Tensor(data=b, device=dev, requires_grad=False,
-                           name=f"{conv_weight.name}.folded_bias")
+        self.sources = tuple(sources)
+        self._seen = self._seen_now()
+        self.outputs = [Tensor(data=v, device=device, requires_grad=False, name=name)
+                        for v, name in zip(self._compute(), names)]
 
     @property
     def nbytes(self) -> int:
-        return self.weight.nbytes + self.bias.nbytes
+        return sum(t.nbytes for t in self.outputs)
+
+    def _seen_now(self):
+        return [t.writes for t in self.sources if t is not None]
 
     def stale(self) -> bool:
         """True when a source was assigned or written through the Tensor API since the
         last computation (see ``Tensor.writes``)."""
-        return self._seen != [t.writes for t in self.sources if t is not None]
+        return self._seen != self._seen_now()
+
+    #: axes order in which output 0 is held (None: as computed), see :meth:`permute_first`
+    perm = None
+
+    def _values(self):
+        raise NotImplementedError
 
     def _compute(self):
-        self._seen = [t.writes for t in self.sources if t is not None]
+        values = list(self._values())
+        if self.perm is not None:
+            values[0] = np.ascontiguousarray(np.transpose(values[0], self.perm))
+        return values
+
+    def permute_first(self, perm):
+        """Hold output 0 with its axes permuted by ``perm`` from now on (a new tensor, for
+        a layout pass whose kernel reads it so), instead of a second permuted copy;
+        returns that tensor."""
+        from ..ir.tensor import Tensor
+
+        old = self.outputs[0]
+        self.perm = tuple(perm)
+        self.outputs[0] = Tensor(data=self._compute()[0], device=old.device,
+                                 requires_grad=False, name=f"{old.name}.permuted")
+        return self.outputs[0]
+
+    def refresh(self) -> None:
+        """Recompute the constants from the current parameters, in place."""
+        self._seen = self._seen_now()
+        for t, v in zip(self.outputs, self._compute()):
+            t.copy_from_numpy(v)
+
+
+class Fold(Derived):
+    """Folded weight and bias of a Conv2d that absorbed an eval-mode BatchNorm2d."""
+
+    def __init__(self, conv_weight, conv_bias, scale, shift, mean, var, eps):
+        self.eps = eps
+        name = conv_weight.name
+        super().__init__((conv_weight, conv_bias, scale, shift, mean, var),
+                         (f"{name}.folded", f"{name}.folded_bias"), conv_weight.device)
+
+    @property
+    def weight(self):
+        return self.outputs[0]
+
+    @property
+    def bias(self):
+        return self.outputs[1]
+
+    def _values(self):
         w, b, gamma, beta, mean, var = (None if t is None else
                                         np.asarray(t.host_data(), np.float64)
                                         for t in self.sources)
@@ -165,13 +216,6 @@ class Fold:
         b = np.zeros_like(s) if b is None else b
         return ((w * s.reshape(-1, 1, 1, 1)).astype(dt),
                 ((b - mean) * s + beta).astype(dt))
-
-    def refresh(self) -> None:
-        """Recompute the folded weight and bias from the current parameters, in place."""
-        w, b = self._compute()
-        self.weight.copy_from_numpy(w)
-        self.bias.copy_from_numpy(b)
-        self._seen = [t.writes for t in self.sources if t is not None]
 
 
 def fold_batchnorm(graph) -> int:

@@ -1,0 +1,263 @@
+"""Channels-last layout for the depthwise chains of CPU inference plans.
+
+A mobile net (MobileNet, MnasNet, EfficientNet) is a chain of pointwise and depthwise
+convolutions. In NCHW a depthwise conv on a small plane (8x8 down to 2x2, hundreds of
+channels) has too few pixels per plane for a vector loop, so its CPU kernel transposes
+its input to channels-innermost and its output back (depthwise_channels_last.py): most of
+its time. :func:`channels_last` keeps such chains channels-last (NHWC) instead, as
+onnxruntime keeps them channel-blocked:
+
+* every depthwise and pointwise ``Conv2d`` of a chain becomes a ``Conv2dNHWC`` whose
+  weight is held in ``(kh, kw, C/groups, O)`` order: a BatchNorm fold computes it so
+  (:meth:`~.inference.Derived.permute_first`), any other weight gets a plan-owned copy
+  (:class:`Permuted`, refreshed like the folds, counted in ``memory_report()``'s
+  ``folded_bytes``). A depthwise conv then reads each tap as a run of channels in place,
+  a pointwise conv is one ``(N*H*W x C) @ (C x O)`` product (over at most
+  :data:`FEW_PIXELS` pixels it keeps the ``(O, C)`` weight for dot products instead);
+* elementwise ops between them (activations, residual adds, squeeze-and-excitation gates:
+  operands shaped like the activation, per-channel ``(N, C, 1, 1)`` or one value) run on
+  the channels-last tensors as they are; global average pools become a mean over axes 1
+  and 2;
+* a ``Transpose`` enters the chain where an NCHW activation comes in and leaves it where
+  an NCHW reader (or a graph output) needs one; a per-channel ``(N, C, 1, 1)`` tensor has
+  the same bytes either way and passes as a ``Reshape`` (a view).
+
+A chain is converted only when it holds both a depthwise and a pointwise conv, so the
+transposes at its ends replace the ones its depthwise kernels would pay anyway. Pointwise
+GEMMs block their sums another way than the NCHW kernel, so results match the NCHW plan
+within float32 rounding (tests/passes/test_layout.py), not bit for bit.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from ..ir import node as _node
+from ..ir.tensor import Tensor
+from ..ops import formulas
+from ..ops.conv import Conv2dNHWC, pointwise_nhwc
+from ..ops.reduce import Mean
+from ..ops.shape import Reshape, Transpose
+from .inference import Derived, _node_like
+
+__all__ = ["Permuted", "channels_last"]
+
+TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
+HWIO = (2, 3, 1, 0)  # OIHW -> HWIO
+FLOATS = (np.float32, np.float64)
+
+
+class Permuted(Derived):
+    """A plan-owned copy of ``source`` with its axes permuted by ``perm``."""
+
+    def __init__(self, source, perm):
+        self.perm = tuple(perm)
+        super().__init__((source,), (f"{source.name}.hwio",), source.device)
+
+    @property
+    def weight(self):
+        return self.outputs[0]
+
+    def _values(self):
+        return (self.sources[0].host_data(),)
+
+
+# ---------------------------------------------------------------------- what can go NHWC
+def _activation(t) -> bool:
+    return len(t.shape) == 4 and np.dtype(t.dtype) in FLOATS
+
+
+def _kind(n) -> str | None:
+    """``'depthwise'``, ``'pointwise'``, ``'pool'`` or ``'elementwise'`` for a node that
+    has a channels-last form, else None."""
+    if not n.outputs or not _activation(n.outputs[0]) or len(n.outputs) != 1:
+        return None
+    y = n.outputs[0]
+    if n.type == "Conv2d":
+        x, w = n.inputs[0], n.inputs[1]
+        if not (_activation(x) and w.creator is None and w.data is not None
+                and Conv2dNHWC.supports(n.op, w.shape)):
+            return None
+        return "pointwise" if pointwise_nhwc(n.op, w.shape) else "depthwise"
+    if n.type == "GlobalAveragePool" or (n.type == "Mean" and n.op.keepdims
+                                         and tuple(n.op.axes or ()) == (2, 3)):
+        return "pool" if _activation(n.inputs[0]) else None
+    if formulas.formula_of(n.op) is None:
+        return None
+    per_channel = (y.shape[0], y.shape[1], 1, 1)
+    for x in n.inputs:
+        if x.dtype != y.dtype and x.size != 1:
+            return None
+        if not (x.shape == y.shape or x.size == 1
+                or (len(x.shape) == 4 and x.shape in (per_channel, (1,) + per_channel[1:]))):
+            return None
+    return "elementwise"
+
+
+def _spatial(t) -> bool:
+    """A 4-d tensor whose NCHW and NHWC bytes differ (more than one pixel)."""
+    return len(t.shape) == 4 and t.shape[2] * t.shape[3] > 1
+
+
+def _chains(graph, kinds) -> set:
+    """Ids of the nodes to convert: connected groups of convertible nodes (joined by the
+    4-d tensors they pass each other) that hold a depthwise and a pointwise conv, and at
+    least as many depthwise convs (each of which would transpose its operands in NCHW) as
+    transposes at the group's ends (shufflenet's branches, one depthwise conv between two
+    channel shuffles, ran 5% slower converted)."""
+    parent = {i: i for i in kinds}
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for n in graph.nodes:
+        if n.id not in kinds:
+            continue
+        for x in n.inputs:
+            c = x.creator
+            if c is not None and c.id in kinds and len(x.shape) == 4:
+                parent[find(c.id)] = find(n.id)
+    members: dict[int, set] = {}
+    depthwise: dict[int, int] = {}
+    for i, k in kinds.items():
+        members.setdefault(find(i), set()).add(k)
+        depthwise[find(i)] = depthwise.get(find(i), 0) + (k == "depthwise")
+    ends: dict[int, set] = {}  # group -> the spatial tensors crossing its boundary
+    outputs = {id(t) for t in graph.outputs}
+    for n in graph.nodes:
+        inside = n.id in kinds
+        for x in n.inputs:
+            c = x.creator
+            if (not _spatial(x) or (c is None and x.data is not None)  # weights
+                    or (c is not None and c.id in kinds) == inside):
+                continue
+            ends.setdefault(find(n.id if inside else c.id), set()).add(id(x))
+        if inside:
+            for t in n.outputs:
+                if id(t) in outputs and _spatial(t):
+                    ends.setdefault(find(n.id), set()).add(id(t))
+    return {i for i in kinds
+            if {"depthwise", "pointwise"} <= members[find(i)]
+            and depthwise[find(i)] >= len(ends.get(find(i), ()))}
+
+
+#: pointwise convs over at most this many pixels (batch included) keep their weight as
+#: ``(O, C, 1, 1)``: their kernel multiplies its rows with the pixels (as the NCHW kernel
+#: does over few columns), where a GEMM over so few rows ran 2-3x slower (mobilenet_v2 at
+#: 2x2, batch 2: 960 -> 320 channels 140 us against 41); over 32 pixels the GEMM won
+#: (384 -> 64 at 4x4: 10 us against 18)
+FEW_PIXELS = 16
+
+
+def _few_pixels(x_shape) -> bool:
+    n, _, h, w = x_shape
+    return n * h * w <= FEW_PIXELS
+
+
+# ---------------------------------------------------------------------- rewriting
+class _Rewriter:
+    def __init__(self, graph, chosen):
+        self.graph, self.chosen = graph, chosen
+        self.nodes = []
+        self.nhwc: dict[int, Tensor] = {}  # id(NCHW tensor) -> its channels-last twin
+        self.permuted: dict[int, Permuted] = {}
+        self.folded = {id(f.outputs[0]): f for f in getattr(graph, "folds", ())
+                       if f.perm is None}
+        readers: dict[int, list] = {}
+        for n in graph.nodes:
+            for x in n.inputs:
+                readers.setdefault(id(x), []).append(n)
+        self.readers = readers
+        self.outputs = {id(t) for t in graph.outputs}
+
+    def _add(self, op, inputs, like, name, outputs=None):
+        """A new node computing ``op``: new output tensors unless ``outputs`` are given."""
+        new = _node.Node.__new__(_node.Node)
+        new.id, new.name, new.scope = next(_node._ids), name, like.scope
+        new.op, new.inputs = op, list(inputs)
+        if outputs is None:
+            outputs = [Tensor.symbolic(s.shape, s.dtype, inputs[0].device, name=name)
+                       for s in op.infer(*inputs)]
+        new.outputs = list(outputs)
+        for t in new.outputs:
+            t.creator = new
+        self.nodes.append(new)
+        return new
+
+    def entering(self, x, n):
+        """``x`` channels-last, for node ``n``: its twin, or a Transpose (Reshape for a
+        per-channel tensor, one value as it is) made now, once per tensor."""
+        if id(x) in self.nhwc:
+            return self.nhwc[id(x)]
+        if len(x.shape) != 4:
+            return x
+        nn, c, h, w = x.shape
+        op = Reshape((nn, 1, 1, c)) if h == w == 1 else Transpose(TO_NHWC)
+        t = self._add(op, [x], n, f"{x.name}.nhwc").outputs[0]
+        self.nhwc[id(x)] = t
+        return t
+
+    def leaving(self, t, t_nhwc, n):
+        """Give the NCHW tensor ``t`` (read outside the chain, or a graph output) a creator
+        that makes it from its twin."""
+        outside = [r for r in self.readers.get(id(t), []) if r.id not in self.chosen]
+        if not outside and id(t) not in self.outputs:
+            return
+        nn, h, w, c = t_nhwc.shape
+        op = Reshape(t.shape) if h == w == 1 else Transpose(TO_NCHW)
+        self._add(op, [t_nhwc], n, f"{t.name}.nchw", outputs=[t])
+
+    def weight(self, w):
+        """The HWIO weight of a conv whose weight is ``w``: a folded BatchNorm's weight
+        (read by that conv alone) is held so from now on; any other, copied."""
+        fold = self.folded.get(id(w))
+        if fold is not None:
+            return fold.permute_first(HWIO)
+        if id(w) not in self.permuted:
+            self.permuted[id(w)] = Permuted(w, HWIO)
+        return self.permuted[id(w)].weight
+
+    def convert(self, n, kind):
+        conv = kind in ("depthwise", "pointwise")
+        ins = [x if conv and i == 1 else self.entering(x, n) for i, x in enumerate(n.inputs)]
+        if conv:
+            op = Conv2dNHWC.__new__(Conv2dNHWC)
+            op.__dict__.update(n.op.__dict__)
+            if kind == "pointwise" and _few_pixels(n.inputs[0].shape):
+                op.weight_layout = "OIHW"  # as it is: its rows are the dot products' operand
+            else:
+                ins[1] = self.weight(n.inputs[1])
+        elif kind == "pool":
+            op = Mean((1, 2), True)
+        else:
+            op = copy.copy(n.op)
+        (t,) = n.outputs
+        spec = op.infer(*ins)[0]
+        t_nhwc = Tensor.symbolic(spec.shape, spec.dtype, t.device, name=f"{t.name}.nhwc")
+        self.nodes.append(_node_like(n, n, op, ins, [t_nhwc]))
+        t.creator = None
+        self.nhwc[id(t)] = t_nhwc
+        self.leaving(t, t_nhwc, n)
+
+    def run(self, kinds):
+        for n in self.graph.nodes:
+            if n.id in self.chosen:
+                self.convert(n, kinds[n.id])
+            else:
+                self.nodes.append(n)
+        self.graph.nodes = self.nodes
+        self.graph.__dict__.setdefault("folds", []).extend(self.permuted.values())
+
+
+def channels_last(graph) -> int:
+    """Convert the depthwise chains of the inference graph ``graph`` (in place) to
+    channels-last; returns how many nodes now run channels-last."""
+    kinds = {n.id: k for n in graph.nodes if (k := _kind(n)) is not None}
+    chosen = _chains(graph, kinds)
+    if chosen:
+        _Rewriter(graph, chosen).run(kinds)
+    return len(chosen)

@@ -1,0 +1,170 @@
+"""Channels-last depthwise chains (passes/layout.py): converted plans match the
+unoptimised graph within float32 rounding (the pointwise GEMMs block their sums another
+way than the NCHW kernels), chains without depthwise convs stay NCHW, and the weights the
+plan holds channels-last follow the parameters."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from singa_graph import ops
+from singa_graph.ir import Graph, Placeholder
+from singa_graph.ir.tensor import Tensor
+from singa_graph.passes import compile, verify
+from singa_graph.passes.layout import Permuted
+
+
+def _t(a):
+    return Tensor(data=np.asarray(a), requires_grad=False)
+
+
+# ---------------------------------------------------------------------- the pass
+def _mobile_block(seed=0, dtype=np.float32, depthwise=True):
+    """Stem conv, then depthwise / pointwise convs with ReLU6, a strided depthwise conv, a
+    residual, a squeeze-and-excitation gate and a global average pool: what the pass
+    converts in mobile nets."""
+    def relu6(y):
+        return ops.minimum(ops.maximum(y, _t(np.zeros((), dtype))), _t(np.full((), 6, dtype)))
+
+    def build():
+        rng = np.random.default_rng(seed)
+
+        def c(*shape):
+            return _t((rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:])))
+                      .astype(dtype))
+
+        x = Placeholder((2, 3, 16, 16), dtype=dtype, name="x")
+        y = relu6(ops.conv2d(x, c(16, 3, 3, 3), c(16), 2, 1))         # stem, stays NCHW
+        if depthwise:
+            y = relu6(ops.conv2d(y, c(16, 1, 3, 3), c(16), 1, 1, groups=16))
+        y = ops.conv2d(y, c(24, 16, 1, 1), c(24))
+        z = relu6(ops.conv2d(y, c(48, 24, 1, 1), c(48)))
+        if depthwise:
+            z = relu6(ops.conv2d(z, c(48, 1, 5, 5), c(48), 2, 2, groups=48))
+        s = ops.global_average_pool(z)                                 # squeeze-excite
+        s = ops.relu(ops.conv2d(s, c(8, 48, 1, 1), c(8)))
+        s = ops.hardsigmoid(ops.conv2d(s, c(48, 8, 1, 1), c(48)), 1 / 6, 0.5)
+        z = ops.mul(z, s)
+        z = ops.conv2d(z, c(24, 48, 1, 1), c(24))
+        if not depthwise:
+            return Graph([ops.flatten(ops.global_average_pool(ops.add(z, y)))], inputs=[x])
+        z = ops.add(z, ops.conv2d(y, c(24, 1, 3, 3), None, 2, 1, groups=24))  # residual
+        out = ops.flatten(ops.global_average_pool(relu6(z)))
+        return Graph([out, z], inputs=[x])                             # z: an NCHW output
+    return build
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_converted_plan_matches_the_unoptimised_graph(dtype):
+    build = _mobile_block(dtype=dtype)
+    plan, plan0 = compile(build()), compile(build(), fuse=False)
+    verify(plan)
+    types = [n.type for n in plan.graph.nodes]
+    assert types.count("Conv2dNHWC") == 8 and "Conv2d" in types  # the stem stays
+    assert types.count("Transpose") == 2  # into the chain, and out to the NCHW output
+    x = np.random.default_rng(3).standard_normal((2, 3, 16, 16)).astype(dtype)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for y, y0 in zip(plan.run([x]), plan0.run([x])):
+        assert y.shape == y0.shape
+        np.testing.assert_allclose(y, y0, rtol=0, atol=tol * np.abs(y0).max())
+
+
+def test_chains_without_depthwise_convs_stay_nchw():
+    plan = compile(_mobile_block(depthwise=False)())
+    assert not any(n.type == "Conv2dNHWC" for n in plan.graph.nodes)
+
+
+def test_permuted_weights_follow_the_parameters():
+    build = _mobile_block()
+    g = build()
+    plan = compile(g)
+    perms = [f for f in plan.folds if isinstance(f, Permuted)]
+    assert perms and plan.memory_report()["folded_bytes"] >= sum(f.nbytes for f in perms)
+    x = np.random.default_rng(4).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    before = plan.run([x])[0]
+    for f in perms:  # new weights through the Tensor API: the plan must see them
+        src = f.sources[0]
+        src.copy_from_numpy(np.asarray(src.data) * 0.5)
+    plan.refresh_folded(0)
+    after = plan.run([x])[0]
+    assert not np.allclose(before, after)
+    for f in perms:
+        np.testing.assert_array_equal(f.weight.data, np.transpose(f.sources[0].data, f.perm))
+
+
+class _Separable:
+    """A model with BatchNorms after its depthwise and pointwise convs (folded, then held
+    HWIO by the pass) for the train -> eval round trip."""
+
+    @staticmethod
+    def make():
+        from singa_graph import layer, model
+
+        class Net(model.Model):
+            def __init__(self):
+                super().__init__()
+                self.stem = layer.Conv2d(8, 3, stride=2, padding=1)
+                self.dw = layer.Conv2d(8, 3, padding=1, group=8, bias=False)
+                self.bn1 = layer.BatchNorm2d()
+                self.pw = layer.Conv2d(16, 1, bias=False)
+                self.bn2 = layer.BatchNorm2d()
+                self.dw2 = layer.Conv2d(16, 3, padding=1, group=16)
+                self.relu = layer.ReLU()
+                self.pool = layer.AvgPool2d(4, 4)
+                self.flatten = layer.Flatten()
+                self.fc = layer.Linear(5)
+
+            def forward(self, x):
+                y = self.relu(self.stem(x))
+                y = self.relu(self.bn1(self.dw(y)))
+                y = self.relu(self.bn2(self.pw(y)))
+                y = self.relu(self.dw2(y))  # two depthwise convs pay for two transposes
+                return self.fc(self.flatten(self.pool(y)))
+
+            def train_one_batch(self, x, y):
+                from singa_graph import autograd
+
+                out = self.forward(x)
+                loss = autograd.softmax_cross_entropy(out, y)
+                self.optimizer(loss)
+                return out, loss
+        return Net()
+
+
+def test_eval_plan_refolds_its_channels_last_weights_after_training():
+    from singa_graph import opt
+    from singa_graph import random as sg_random
+
+    sg_random.seed(0)
+    rng = np.random.default_rng(8)
+    m = _Separable.make()
+    m.set_optimizer(opt.SGD(lr=0.1, momentum=0.9))
+    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    labels = rng.integers(0, 5, 2).astype(np.int32)
+    m.compile([x], is_train=False)
+    m.set_states({k: rng.uniform(0.3, 2.0, v.shape).astype(np.float32) if k.endswith("var")
+                  else rng.standard_normal(v.shape).astype(np.float32) * 0.3
+                  for k, v in m.get_states().items() if "running" in k})
+    plan = m.plan_for(x)
+    labels_of = [n.op.label for n in plan.nodes]
+    assert labels_of.count("Conv2dNHWC+BatchNorm+ReLU") == 2, labels_of
+    # the BatchNorm folds hold their weights HWIO; only the unfolded dw2 needs a copy
+    assert [type(f).__name__ for f in plan.folds] == ["Fold", "Fold", "Permuted"]
+    assert all(f.perm == (2, 3, 1, 0) for f in plan.folds)
+
+    def eager():
+        m.graph(False)
+        try:
+            return m(x).data.copy()
+        finally:
+            m.graph(True)
+
+    y0 = m(x).data.copy()
+    np.testing.assert_allclose(y0, eager(), rtol=0, atol=1e-4 * np.abs(y0).max() + 1e-5)
+    m.train()
+    for _ in range(2):
+        m(x, labels)
+    m.eval()
+    y1 = m(x).data.copy()
+    assert m.plan_for(x) is plan and np.abs(y1 - y0).max() > 1e-3
+    np.testing.assert_allclose(y1, eager(), rtol=0, atol=1e-4 * np.abs(y1).max() + 1e-5)
