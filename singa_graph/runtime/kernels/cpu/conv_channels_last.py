@@ -11,15 +11,17 @@ finished by the conv epilogue while it is in cache. Over few rows (``weight_layo
 "OIHW") the weight's rows multiply the pixels: with many channels as dot products on the
 pixels as they are (pointwise.py transposes them first), with few as the NCHW kernel's
 product. A depthwise conv reads each tap's input pixel as a run of channels in place and
-accumulates straight into the output rows; at stride 1 over wide rows a row at a time,
-with each tap's weights repeated along a row in planned workspace.
+accumulates straight into the output rows, with no scratch at all. (A variant that added
+each tap to a whole output row in one flat loop, its weights repeated along the row in
+workspace, ran 2x faster on one thread for 32 channels at 32x32 but slower everywhere
+else on two, 3x at 384 channels of 4x4: not kept.)
 
 Every output element is computed by one thread in an order fixed by the shapes, so
 results do not depend on the thread count. They differ in the last bits from the NCHW
 kernels' (another GEMM blocking); the depthwise sums are the NCHW channels-innermost
 kernel's, in the same order.
 """
-from numba import njit, prange, uintp
+from numba import njit, prange
 
 from ....runtime import threads
 from ....ops.conv import pointwise_nhwc
@@ -125,53 +127,6 @@ def depthwise(x, wt, y, y2, bias, has_bias, res2, has_res, act, alpha, beta, con
                               act, alpha, beta, consts)
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def depthwise_rows(x, wt, wrow, y, y2, bias, has_bias, res2, has_res, act, alpha, beta,
-                   consts, geo, dims, parts):
-    """:func:`depthwise` at stride 1, a whole output row at a time: with ``wrow`` holding
-    each tap's weights repeated along a row (``(taps, Wo*C)``, filled here from ``wt``),
-    a tap adds to all the row's pixels it reaches in one flat loop of ``pixels*C``
-    elements, where the pixel-by-pixel loop runs one of ``C`` (which leaves a few
-    vectors per loop at 32 channels). Same sums in the same order as :func:`depthwise`."""
-    kh, kw, _, pt, pl, dh, dw = geo
-    n_, c_, h, wi, _, ho, wo = dims
-    taps = kh * kw
-    rw = wo * c_
-    for tp in prange(taps):
-        for ox in range(wo):
-            wrow[tp * rw + ox * c_:tp * rw + (ox + 1) * c_] = wt[tp * c_:(tp + 1) * c_]
-    rows = n_ * ho
-    zero = y.dtype.type(0)
-    for t in prange(parts):
-        r1 = (t + 1) * rows // parts
-        for r in range(t * rows // parts, r1):
-            n = r // ho
-            oy = r % ho
-            yr = y2[r * wo:(r + 1) * wo]
-            for p in range(wo):
-                if has_bias:
-                    yr[p] = bias
-                else:
-                    yr[p] = zero
-            for i in range(kh):
-                iy = oy - pt + i * dh
-                if iy < 0 or iy >= h:
-                    continue
-                for j in range(kw):
-                    ox0 = max(0, pl - j * dw)
-                    ox1 = min(wo, wi + pl - j * dw)
-                    if ox1 <= ox0:
-                        continue
-                    ab = uintp(r * rw + ox0 * c_)
-                    bb = uintp(((n * h + iy) * wi + ox0 - pl + j * dw) * c_)
-                    wb = uintp((i * kw + j) * rw + ox0 * c_)
-                    for u in range((ox1 - ox0) * c_):
-                        e = uintp(u)
-                        y[ab + e] += wrow[wb + e] * x[bb + e]
-            rows_epilogue(yr, bias, False, res2[r * wo:(r + 1) * wo], has_res, act, alpha,
-                          beta, consts)
-
-
 # ---------------------------------------------------------------------------- the op
 def _depthwise_plan(op, x_shape, w_shape, y_shape):
     n, h, wi, c = x_shape
@@ -182,22 +137,9 @@ def _depthwise_plan(op, x_shape, w_shape, y_shape):
     return geo, dims, parts, units_of(n, c, parts)
 
 
-#: output widths from which stride-1 depthwise convs run a row at a time
-ROWS_FROM = 8
-
-
-def _by_rows(op, y_shape) -> bool:
-    return op.stride == (1, 1) and y_shape[2] >= ROWS_FROM
-
-
-def _wrow_spec(w_shape, y_shape, dtype):
-    kh, kw, _, c = w_shape
-    return (kh * kw, y_shape[2] * c), dtype
-
-
 def _columns_spec(w_shape, y2_shape, dtype):
-    """The ``(O, P)`` product of :func:`pointwise_columns`, or nothing where the dot
-    products take the conv."""
+    """The transposed pixels ``(C*P,)`` and the ``(O, P)`` product of
+    :func:`pointwise_columns`, or nothing where the dot products take the conv."""
     o, c = w_shape[0], w_shape[1]
     p = y2_shape[0]
     if c >= MIN_CHANNELS:
@@ -210,10 +152,7 @@ def _workspace(op, ins, outs):
     if op.weight_layout == "OIHW":
         return carved_bytes(*_columns_spec(w.shape, (y.size // w.shape[0], w.shape[0]),
                                            y.dtype))
-    if pointwise_nhwc(op, (w.shape[3], w.shape[2], w.shape[0], w.shape[1])) or \
-            not _by_rows(op, y.shape):
-        return 0
-    return carved_bytes(_wrow_spec(w.shape, y.shape, y.dtype))
+    return 0
 
 
 @kernel("Conv2dNHWC", workspace=_workspace)
@@ -232,11 +171,6 @@ def conv2d_nhwc(op, ins, outs, ws):
     epi = (bias, has_bias, res2, has_res, act_code(op), alpha, beta, k)
     if not pointwise_nhwc(op, (o, c, kh, kw)):
         geo, dims, parts, per = _depthwise_plan(op, x.shape, w.shape, y.shape)
-        if _by_rows(op, y.shape):
-            (wrow,) = carve(ws, _wrow_spec(w.shape, y.shape, y.dtype))
-            parts = max(1, min(threads.num_threads(), y.shape[0] * y.shape[1]))
-            return bound(depthwise_rows, x.reshape(-1), w.reshape(-1), wrow.reshape(-1),
-                         y.reshape(-1), y2, *epi, geo, dims, parts)
         return bound(depthwise, x.reshape(-1), w.reshape(-1), y.reshape(-1), y2, *epi, geo,
                      dims, parts, per)
     x2 = x.reshape(-1, c)
