@@ -53,3 +53,46 @@ def test_float32_erf_in_generated_code_is_the_vectorised_one_within_7_ulp():
     exact = np.array([math.erf(float(v)) for v in x[:-3]])
     ulp = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
     assert (np.abs(y[:-3] - exact) <= 7 * np.maximum(ulp, 1e-45)).all()
+
+
+# x * sigmoid(s) + 0.5: a squeeze-and-excitation gate with a scalar, as a fused chain
+GATE = (("sigmoid", (1,)), ("mul", (0, -1)), ("add", (-2, 2)))
+
+
+@pytest.mark.parametrize("x_shape, s_shape", [
+    ((2, 6, 5, 40), (2, 1, 1, 40)),    # channels-last gate: rows of channels
+    ((2, 40, 6, 5), (2, 40, 1, 1)),    # NCHW gate: one value per row
+    ((3, 40, 6, 5), (40, 1, 1)),       # a per-channel parameter
+    ((4, 7, 9), (4, 7, 1)),
+    ((2, 6, 5, 40), (1, 6, 1, 40))])
+def test_broadcast_rows_match_the_strided_loop_bit_for_bit(x_shape, s_shape, monkeypatch):
+    """Broadcasts run as flat rows (_rows_step) give the values of the general strided loop,
+    and numpy's within rounding; a transposed (non-contiguous) operand takes the general
+    loop."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    s = rng.standard_normal(s_shape).astype(np.float32)
+    half = np.array(0.5, np.float32)
+    values = [(0.0, 0.0)] * len(GATE)
+    rows = np.empty_like(x)
+    step = generate.cpu_step(GATE, values, [x, s, half], rows)
+    step()
+    monkeypatch.setattr(generate, "_rows_step", lambda *a: None)
+    strided = np.empty_like(x)
+    generate.cpu_step(GATE, values, [x, s, half], strided)()
+    np.testing.assert_array_equal(rows, strided)
+    ref = x.astype(np.float64) / (1 + np.exp(-s.astype(np.float64))) + 0.5
+    np.testing.assert_allclose(rows, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_broadcast_rows_apply_only_to_contiguous_rows(monkeypatch):
+    x = np.random.default_rng(2).standard_normal((2, 40, 6, 5)).astype(np.float32)
+    s = np.ones((2, 40, 1, 1), np.float32)
+    made = []
+    real = generate._rows_step
+    monkeypatch.setattr(generate, "_rows_step", lambda *a: made.append(real(*a)) or made[-1])
+    for xin in (x, x.transpose(0, 1, 3, 2).copy().transpose(0, 1, 3, 2)):  # inner stride 6
+        out = np.empty_like(x)
+        generate.cpu_step(GATE, [(0.0, 0.0)] * 3, [xin, s, np.array(0.5, np.float32)], out)()
+        np.testing.assert_allclose(out, x / (1 + np.exp(-1.0)) + 0.5, rtol=1e-6, atol=1e-6)
+    assert [m is None for m in made] == [False, True], made

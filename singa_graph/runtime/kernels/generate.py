@@ -31,7 +31,9 @@ from ...ops import formulas as F
 
 PACKAGE = "singa_graph.runtime.kernels.generated"
 
-_lock = threading.Lock()
+# re-entrant: a generated module's imports (the CPU kernels package, on first use) may
+# generate and load modules of their own while it loads
+_lock = threading.RLock()
 _modules: dict = {}  # source digest -> module; a memo of compiled code, like numba's own
 
 
@@ -142,6 +144,41 @@ def _cpu_source(program, kinds: str, ndim: int) -> str:
     return "\n".join(out) + "\n"
 
 
+def _cpu_rows_source(program, kinds: str, ndim: int) -> str:
+    """:func:`_cpu_source` over flat C-contiguous arrays, for broadcasts whose innermost
+    dimension every operand walks contiguously (kind ``c``) or not at all (``r``: one
+    value per row, read before the row's loop). ``st[i]`` holds operand ``i``'s element
+    strides over the outer dimensions (the last row: the output's). Numba types the
+    strided views of :func:`_cpu_source` as arrays of any layout, whose inner loop LLVM
+    left scalar: a squeeze-and-excitation gate's Mul, ``(N, H, W, C) * (N, 1, 1, C)``, at
+    0.33 ns per element."""
+    formulas, names = _formula_source(program)
+    xs = [f"x{i}" for i in range(len(kinds))]
+    outer = ndim - 1
+    out = ["import math", "from numba import njit, prange, uintp", _CPU_EXP, "",
+           _cpu_math(formulas), ""]
+    out += [f"{n} = njit({_CPU_FLAGS})({n})" for n in names]
+    flat = [i for i, c in enumerate(kinds) if c != "s"]
+    for kind, rng in (("serial", "range"), ("parallel", "prange")):
+        out += ["", "", f"@njit(cache=True, {_CPU_FLAGS}{', parallel=True' if kind == 'parallel' else ''})",
+                f"def {kind}({', '.join(xs)}, y, p, k, shape, st):"]
+        out += [f"    v{i} = x{i}[0]" for i, c in enumerate(kinds) if c == "s"]
+        for d in range(outer):
+            out.append(f"{'    ' * (d + 1)}for i{d} in {rng if d == 0 else 'range'}"
+                       f"(shape[{d}]):")
+        pad = "    " * (outer + 1)
+        for n, i in enumerate(flat + [len(kinds)]):
+            terms = " + ".join(f"i{d} * st[{n}, {d}]" for d in range(outer)) or "0"
+            out.append(f"{pad}o{i} = uintp({terms})")  # unsigned: no wraparound test
+        out += [f"{pad}w{i} = x{i}[o{i}]" for i, c in enumerate(kinds) if c == "r"]
+        out.append(f"{pad}for j in range(shape[{outer}]):")
+        yo = f"o{len(kinds)}"
+        body = _body(program, lambda i: f"x{i}[o{i} + uintp(j)]" if kinds[i] == "c" else
+                     f"w{i}" if kinds[i] == "r" else "", len(pad) + 4)
+        out += body + [f"{pad}    y[{yo} + uintp(j)] = t{len(program) - 1}"]
+    return "\n".join(out) + "\n"
+
+
 def _cuda_source(program, kinds: str) -> str:
     """One grid-stride ``kernel``: kind ``f`` reads the flat input at ``i``, ``s`` its one
     element, ``b`` the element numpy broadcasting maps ``i`` to (shape and strides padded,
@@ -233,8 +270,6 @@ def cpu_step(program, values, ins, out):
     ``ins`` (broadcast to ``out``, any strides) into ``out``."""
     from numpy.lib.stride_tricks import as_strided
 
-    from .cpu.loops import PARALLEL_WORK
-
     dt = out.dtype
     if out.size == 0:
         return lambda: None
@@ -251,18 +286,58 @@ def cpu_step(program, values, ins, out):
             arrays.append(b)
             st.append(b.strides)
     shape, cst = _collapse(out.shape, st + [out.strides])
+    rows = _rows_step(program, values, kinds, arrays, out, shape, cst)
+    if rows is not None:
+        return rows
     views, it = [], iter(cst)
     for kind, a in zip(kinds, arrays):
         views.append(a if kind == "s" else as_strided(a, shape, next(it), writeable=False))
     y = as_strided(out, shape, next(it))
     source = _cpu_source(program, "".join(kinds), len(shape))
     mod = load(source, "cpu")
-    # threads only where the math is heavy: a memory-bound loop gains little from a second
-    # core and loses much when the machine is busy (waking the pool, waiting for a core)
-    heavy = ("math." in source or "vexp(" in source) and out.size >= PARALLEL_WORK
-    fn = mod.parallel if heavy else mod.serial
+    fn = mod.parallel if _heavy(source, out.size) else mod.serial
     p, k = params(values, dt), F.constants(dt)
     return lambda: fn(*views, y, p, k)
+
+
+def _heavy(source: str, size: int) -> bool:
+    """Threads only where the math is heavy: a memory-bound loop gains little from a second
+    core and loses much when the machine is busy (waking the pool, waiting for a core)."""
+    from .cpu.loops import PARALLEL_WORK
+
+    return ("math." in source or "vexp(" in source) and size >= PARALLEL_WORK
+
+
+def _rows_step(program, values, kinds, arrays, out, shape, cst):
+    """The :func:`_cpu_rows_source` step where it applies (a broadcast of two or more
+    collapsed dimensions, every array's inner stride one element or zero, the output's
+    one), else None."""
+    from numpy.lib.stride_tricks import as_strided
+
+    isz = out.itemsize
+    flat = [a for c, a in zip(kinds, arrays) if c != "s"]
+    if len(shape) < 2 or not flat or any(c == "y" for c in kinds):
+        return None
+    el = [tuple(v // isz for v in s) for s in cst]
+    if (any(v % isz or v < 0 for s in cst for v in s) or el[-1][-1] != 1
+            or any(s[-1] not in (0, 1) for s in el)):
+        return None
+    views = []
+    for a, s in zip(flat + [out], el):  # each operand's elements as one flat array
+        span = 1 + sum((n - 1) * v for n, v in zip(shape, s))
+        views.append(as_strided(a, (span,), (isz,), writeable=a is out))
+    inner = iter(s[-1] for s in el)
+    code = "".join("s" if c == "s" else "c" if next(inner) == 1 else "r" for c in kinds)
+    source = _cpu_rows_source(program, code, len(shape))
+    mod = load(source, "cpu")
+    it = iter(views)
+    args = [a if c == "s" else next(it) for c, a in zip(kinds, arrays)]
+    y = next(it)
+    fn = mod.parallel if _heavy(source, out.size) else mod.serial
+    st = np.array([s[:-1] for s in el], dtype=np.int64).reshape(len(el), len(shape) - 1)
+    p, k = params(values, out.dtype), F.constants(out.dtype)
+    sh = np.array(shape, dtype=np.int64)
+    return lambda: fn(*args, y, p, k, sh, st)
 
 
 def cuda_step(program, values, ins, out):
