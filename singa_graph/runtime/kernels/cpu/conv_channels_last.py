@@ -21,13 +21,13 @@ results do not depend on the thread count. They differ in the last bits from the
 kernels' (another GEMM blocking); the depthwise sums are the NCHW channels-innermost
 kernel's, in the same order.
 """
-from numba import njit, prange
+from numba import njit, prange, uintp
 
 from ....runtime import threads
 from ....ops.conv import pointwise_nhwc
 from ...registry import carve, carved_bytes, kernel
 from . import blas
-from .depthwise_channels_last import tap_products, unit_channels, units_of
+from .depthwise_channels_last import unit_channels, units_of
 from .dots import FAST, block_of, products
 from .epilogue import act_args, act_code, rows_epilogue
 from .loops import bound
@@ -95,6 +95,33 @@ def pointwise_columns(x2, w2, cols, yt, y2, bias, has_bias, res2, has_res, act, 
                       consts)
 
 
+@njit(cache=True, nogil=True)
+def _taps_by_rows(y, x, wt, geo, dims, n, c0, c1):
+    """Channels ``[c0, c1)`` of sample ``n``: for each output row, each tap is added to
+    the row's pixels it reaches, found once per (row, tap), as a loop over those pixels
+    and the channels, with no bounds test per pixel (per pixel and tap, they cost more
+    than the few vectors of 32 channels). Every element still takes its taps in
+    ``(i, j)`` order after the bias, as in :func:`tap_products`."""
+    kh, kw, s, pt, pl, dh, dw = geo
+    _, c_, h, wi, _, ho, wo = dims
+    for oy in range(ho):
+        for i in range(kh):
+            iy = oy * s - pt + i * dh
+            if iy < 0 or iy >= h:
+                continue
+            for j in range(kw):
+                off = j * dw - pl  # input column of output column ox: ox * s + off
+                ox0 = max(0, (-off + s - 1) // s)
+                ox1 = min(wo, (wi - 1 - off) // s + 1)
+                tb = uintp((i * kw + j) * c_ + c0)
+                for ox in range(ox0, ox1):
+                    pb = uintp(((n * ho + oy) * wo + ox) * c_ + c0)
+                    qb = uintp(((n * h + iy) * wi + ox * s + off) * c_ + c0)
+                    for c in range(c1 - c0):
+                        u = uintp(c)
+                        y[pb + u] += wt[tb + u] * x[qb + u]
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def depthwise(x, wt, y, y2, bias, has_bias, res2, has_res, act, alpha, beta, consts, geo,
               dims, parts, per_sample):
@@ -114,8 +141,7 @@ def depthwise(x, wt, y, y2, bias, has_bias, res2, has_res, act, alpha, beta, con
                     y2[p, c0:c1] = bias[c0:c1]
                 else:
                     y2[p, c0:c1] = zero
-            rows = (n * pw * c_ + c0, c_, n * h * wi * c_ + c0, c_, c0, c_)
-            tap_products(0, y, x, wt, geo, dims, c1 - c0, rows)
+            _taps_by_rows(y, x, wt, geo, dims, n, c0, c1)
             if not (has_res or act):
                 continue
             p0, p1 = n * pw, (n + 1) * pw
