@@ -123,24 +123,33 @@ def _cpu_source(program, kinds: str, ndim: int) -> str:
     input and output do not overlap, and an in-place step, which plans make wherever an
     input dies there, failed it and ran the scalar loop: torch's GELU chain in place at
     7 ns per element, out of place at 0.45)."""
-    formulas, names = _formula_source(program)
-    xs = [f"x{i}" for i in range(len(kinds))]
     idx = ", ".join(f"i{d}" for d in range(ndim))
-    last = f"t{len(program) - 1}"
-    out = ["import math", "from numba import njit, prange", _CPU_EXP, "", _cpu_math(formulas),
-           ""]
-    out += [f"{n} = njit({_CPU_FLAGS})({n})" for n in names]
-    for kind, rng in (("serial", "range"), ("parallel", "prange")):
-        out += ["", "", f"@njit(cache=True, {_CPU_FLAGS}{', parallel=True' if kind == 'parallel' else ''})",
-                f"def {kind}({', '.join(xs)}, y, p, k):"]
-        out += [f"    v{i} = x{i}[0]" for i, c in enumerate(kinds) if c == "s"]
-        for d in range(ndim):
-            out.append(f"{'    ' * (d + 1)}for i{d} in {rng if d == 0 else 'range'}"
-                       f"(y.shape[{d}]):")
+
+    def nest(rng):
+        out = [f"{'    ' * (d + 1)}for i{d} in {rng if d == 0 else 'range'}(y.shape[{d}]):"
+               for d in range(ndim)]
         body = _body(program, lambda i: f"x{i}[{idx}]" if kinds[i] == "f" else
                      f"y[{idx}]" if kinds[i] == "y" else "",
                      4 * (ndim + 1))
-        out += body + [f"{'    ' * (ndim + 1)}y[{idx}] = {last}"]
+        return out + body + [f"{'    ' * (ndim + 1)}y[{idx}] = t{len(program) - 1}"]
+    return _cpu_module(program, kinds, (), nest)
+
+
+def _cpu_module(program, kinds: str, extra, nest) -> str:
+    """A module of the program's formulas compiled for the CPU and a ``serial`` and a
+    ``parallel`` function ``(x0, ..., y, p, k, *extra)`` running the loop nest
+    ``nest(rng)`` (``rng`` the outer loop's range: ``prange`` in the parallel one), after
+    reading each one-element input (kind ``s``) once."""
+    formulas, names = _formula_source(program)
+    args = ", ".join([f"x{i}" for i in range(len(kinds))] + ["y", "p", "k", *extra])
+    out = ["import math", "from numba import njit, prange, uintp", _CPU_EXP, "",
+           _cpu_math(formulas), ""]
+    out += [f"{n} = njit({_CPU_FLAGS})({n})" for n in names]
+    for kind, rng in (("serial", "range"), ("parallel", "prange")):
+        par = ", parallel=True" if kind == "parallel" else ""
+        out += ["", "", f"@njit(cache=True, {_CPU_FLAGS}{par})", f"def {kind}({args}):"]
+        out += [f"    v{i} = x{i}[0]" for i, c in enumerate(kinds) if c == "s"]
+        out += nest(rng)
     return "\n".join(out) + "\n"
 
 
@@ -152,31 +161,22 @@ def _cpu_rows_source(program, kinds: str, ndim: int) -> str:
     strided views of :func:`_cpu_source` as arrays of any layout, whose inner loop LLVM
     left scalar: a squeeze-and-excitation gate's Mul, ``(N, H, W, C) * (N, 1, 1, C)``, at
     0.33 ns per element."""
-    formulas, names = _formula_source(program)
-    xs = [f"x{i}" for i in range(len(kinds))]
     outer = ndim - 1
-    out = ["import math", "from numba import njit, prange, uintp", _CPU_EXP, "",
-           _cpu_math(formulas), ""]
-    out += [f"{n} = njit({_CPU_FLAGS})({n})" for n in names]
     flat = [i for i, c in enumerate(kinds) if c != "s"]
-    for kind, rng in (("serial", "range"), ("parallel", "prange")):
-        out += ["", "", f"@njit(cache=True, {_CPU_FLAGS}{', parallel=True' if kind == 'parallel' else ''})",
-                f"def {kind}({', '.join(xs)}, y, p, k, shape, st):"]
-        out += [f"    v{i} = x{i}[0]" for i, c in enumerate(kinds) if c == "s"]
-        for d in range(outer):
-            out.append(f"{'    ' * (d + 1)}for i{d} in {rng if d == 0 else 'range'}"
-                       f"(shape[{d}]):")
-        pad = "    " * (outer + 1)
+    pad = "    " * (outer + 1)
+
+    def nest(rng):
+        out = [f"{'    ' * (d + 1)}for i{d} in {rng if d == 0 else 'range'}(shape[{d}]):"
+               for d in range(outer)]
         for n, i in enumerate(flat + [len(kinds)]):
             terms = " + ".join(f"i{d} * st[{n}, {d}]" for d in range(outer)) or "0"
             out.append(f"{pad}o{i} = uintp({terms})")  # unsigned: no wraparound test
         out += [f"{pad}w{i} = x{i}[o{i}]" for i, c in enumerate(kinds) if c == "r"]
         out.append(f"{pad}for j in range(shape[{outer}]):")
-        yo = f"o{len(kinds)}"
         body = _body(program, lambda i: f"x{i}[o{i} + uintp(j)]" if kinds[i] == "c" else
                      f"w{i}" if kinds[i] == "r" else "", len(pad) + 4)
-        out += body + [f"{pad}    y[{yo} + uintp(j)] = t{len(program) - 1}"]
-    return "\n".join(out) + "\n"
+        return out + body + [f"{pad}    y[o{len(kinds)} + uintp(j)] = t{len(program) - 1}"]
+    return _cpu_module(program, kinds, ("shape", "st"), nest)
 
 
 def _cuda_source(program, kinds: str) -> str:
