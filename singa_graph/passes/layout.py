@@ -39,7 +39,7 @@ from ..ops import formulas
 from ..ops.conv import Conv2dNHWC, pointwise_nhwc
 from ..ops.reduce import Mean
 from ..ops.shape import Reshape, Transpose
-from .inference import Derived, _node_like
+from .inference import Derived, _node_like, _Uses
 
 __all__ = ["Permuted", "channels_last"]
 
@@ -100,7 +100,7 @@ def _spatial(t) -> bool:
     return len(t.shape) == 4 and t.shape[2] * t.shape[3] > 1
 
 
-def _chains(graph, kinds) -> set:
+def _chains(graph, kinds, uses) -> set:
     """Ids of the nodes to convert: connected groups of convertible nodes (joined by the
     4-d tensors they pass each other) that hold a depthwise and a pointwise conv, and at
     least as many depthwise convs (each of which would transpose its operands in NCHW) as
@@ -127,7 +127,6 @@ def _chains(graph, kinds) -> set:
         members.setdefault(find(i), set()).add(k)
         depthwise[find(i)] = depthwise.get(find(i), 0) + (k == "depthwise")
     ends: dict[int, set] = {}  # group -> the spatial tensors crossing its boundary
-    outputs = {id(t) for t in graph.outputs}
     for n in graph.nodes:
         inside = n.id in kinds
         for x in n.inputs:
@@ -138,7 +137,7 @@ def _chains(graph, kinds) -> set:
             ends.setdefault(find(n.id if inside else c.id), set()).add(id(x))
         if inside:
             for t in n.outputs:
-                if id(t) in outputs and _spatial(t):
+                if id(t) in uses.outputs and _spatial(t):
                     ends.setdefault(find(n.id), set()).add(id(t))
     return {i for i in kinds
             if {"depthwise", "pointwise"} <= members[find(i)]
@@ -160,19 +159,13 @@ def _few_pixels(x_shape) -> bool:
 
 # ---------------------------------------------------------------------- rewriting
 class _Rewriter:
-    def __init__(self, graph, chosen):
-        self.graph, self.chosen = graph, chosen
+    def __init__(self, graph, chosen, uses):
+        self.graph, self.chosen, self.uses = graph, chosen, uses
         self.nodes = []
         self.nhwc: dict[int, Tensor] = {}  # id(NCHW tensor) -> its channels-last twin
         self.permuted: dict[int, Permuted] = {}
         self.folded = {id(f.outputs[0]): f for f in getattr(graph, "folds", ())
                        if f.perm is None}
-        readers: dict[int, list] = {}
-        for n in graph.nodes:
-            for x in n.inputs:
-                readers.setdefault(id(x), []).append(n)
-        self.readers = readers
-        self.outputs = {id(t) for t in graph.outputs}
 
     def _add(self, op, inputs, like, name, outputs=None):
         """A new node computing ``op``: new output tensors unless ``outputs`` are given."""
@@ -204,8 +197,8 @@ class _Rewriter:
     def leaving(self, t, t_nhwc, n):
         """Give the NCHW tensor ``t`` (read outside the chain, or a graph output) a creator
         that makes it from its twin."""
-        outside = [r for r in self.readers.get(id(t), []) if r.id not in self.chosen]
-        if not outside and id(t) not in self.outputs:
+        outside = [r for r in self.uses.readers.get(id(t), []) if r.id not in self.chosen]
+        if not outside and id(t) not in self.uses.outputs:
             return
         nn, h, w, c = t_nhwc.shape
         op = Reshape(t.shape) if h == w == 1 else Transpose(TO_NCHW)
@@ -257,7 +250,8 @@ def channels_last(graph) -> int:
     """Convert the depthwise chains of the inference graph ``graph`` (in place) to
     channels-last; returns how many nodes now run channels-last."""
     kinds = {n.id: k for n in graph.nodes if (k := _kind(n)) is not None}
-    chosen = _chains(graph, kinds)
+    uses = _Uses(graph)
+    chosen = _chains(graph, kinds, uses)
     if chosen:
-        _Rewriter(graph, chosen).run(kinds)
+        _Rewriter(graph, chosen, uses).run(kinds)
     return len(chosen)

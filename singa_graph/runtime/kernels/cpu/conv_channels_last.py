@@ -101,7 +101,8 @@ def _taps_by_rows(y, x, wt, geo, dims, n, c0, c1):
     the row's pixels it reaches, found once per (row, tap), as a loop over those pixels
     and the channels, with no bounds test per pixel (per pixel and tap, they cost more
     than the few vectors of 32 channels). Every element still takes its taps in
-    ``(i, j)`` order after the bias, as in :func:`tap_products`."""
+    ``(i, j)`` order after the bias, as the NCHW kernel's
+    (depthwise_channels_last._tap_products) does."""
     kh, kw, s, pt, pl, dh, dw = geo
     _, c_, h, wi, _, ho, wo = dims
     for oy in range(ho):

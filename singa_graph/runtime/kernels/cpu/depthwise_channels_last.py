@@ -96,27 +96,17 @@ def rows_to_planes(acc, y2, first, cc, hw, relu):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def packed(cc):
-    """:func:`tap_products`' ``rows`` for buffers holding ``cc`` channels a row."""
-    return (0, cc, 0, cc, 0, cc)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def tap_products(mode, a, b, wt, geo, dims, cc, rows):
+def _tap_products(mode, a, b, wt, geo, dims, cc):
     """Every (output pixel p, valid tap t reading input pixel q) pair of the conv of
     ``geo``/``dims``, as one loop over the ``cc`` channels of rows ``p``, ``q``, ``t`` of
     channels-innermost buffers: mode 0 (forward) ``a[p] += wt[t] * b[q]``; mode 1
     (adjoint, the input gradient) ``a[q] += wt[t] * b[p]``; mode 2 (weight gradient)
-    ``wt[t] += a[p] * b[q]``. Pairs come in a fixed order (pixels row-major, then taps).
-    ``rows`` places the rows in the flat buffers: ``(first, pitch)`` of ``a``, ``b`` and
-    ``wt`` in turn, ``(0, cc)`` for buffers of ``cc`` channels a row (:func:`packed`),
-    the sample's first channel and the channel count for NHWC activations."""
+    ``wt[t] += a[p] * b[q]``. Pairs come in a fixed order (pixels row-major, then taps)."""
     kh, kw, s, pt, pl, dh, dw = geo
     _, _, h, wi, _, ho, wo = dims
-    a0, pa, b0, pq, t0, ptap = rows
     for oy in range(ho):
         for ox in range(wo):
-            pb = uintp(a0 + (oy * wo + ox) * pa)
+            pb = uintp((oy * wo + ox) * cc)
             for i in range(kh):
                 iy = oy * s - pt + i * dh
                 if iy < 0 or iy >= h:
@@ -125,8 +115,8 @@ def tap_products(mode, a, b, wt, geo, dims, cc, rows):
                     ix = ox * s - pl + j * dw
                     if ix < 0 or ix >= wi:
                         continue
-                    tb = uintp(t0 + (i * kw + j) * ptap)
-                    qb = uintp(b0 + (iy * wi + ix) * pq)
+                    tb = uintp((i * kw + j) * cc)
+                    qb = uintp((iy * wi + ix) * cc)
                     if mode == 0:
                         for c in range(cc):
                             u = uintp(c)
@@ -191,7 +181,7 @@ def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, 
         else:
             for c in range(cc):
                 acc[pb + uintp(c)] = zero
-    tap_products(1 if adjoint else 0, acc, xt, wt, geo, dims, cc, packed(cc))
+    _tap_products(1 if adjoint else 0, acc, xt, wt, geo, dims, cc)
     yb = y3[n]
     rows_to_planes(acc, yb, c0, cc, dst, relu)  # ReLU on the way
     if has_res or act:
@@ -204,7 +194,7 @@ def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, 
 def grad_weight(dy, x, dw, geo, dims, ws, parts, units):
     """``dw`` (flat ``(C, kh*kw)``) of the depthwise conv of ``geo``/``dims``: the channels
     are cut into ``units`` ranges, each summed over the whole batch by one thread (the
-    sums' order is fixed: samples, then pixels and taps as :func:`tap_products` takes
+    sums' order is fixed: samples, then pixels and taps as :func:`_tap_products` takes
     them), its samples' input and output-gradient planes transposed into ``ws[t]``
     (``scratch_elements(c, ..., units)``)."""
     c_ = dims[1]
@@ -227,7 +217,7 @@ def _weight_unit(dy, x, dw, geo, dims, scratch, c0, c1):
     for n in range(n_):
         planes_to_rows(x, xt, n * c_ + c0, cc, hw)
         planes_to_rows(dy, gt, n * c_ + c0, cc, pw)
-        tap_products(2, gt, xt, acc, geo, dims, cc, packed(cc))
+        _tap_products(2, gt, xt, acc, geo, dims, cc)
     for c in range(cc):  # (taps, cc) -> (cc, taps)
         wb = uintp((c0 + c) * taps)
         for tp in range(taps):
