@@ -86,6 +86,27 @@ def test_conv_nhwc_matches_numpy(case, act, residual, bias):
                                atol=2e-5 * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_conv_nhwc_serial_and_parallel_twins_agree(case, monkeypatch):
+    """Small convs run on the calling thread (PARALLEL_MACS): the serial twin of each loop
+    gives the parallel one's results bit for bit."""
+    from singa_graph.runtime.kernels.cpu import conv_channels_last as kernels
+
+    n, c, h, o, k, s, d, g = case
+    rng = np.random.default_rng(7)
+    x = np.ascontiguousarray(rng.standard_normal((n, h, h, c)).astype(np.float32))
+    few = n * h * h <= FEW_PIXELS and k == 1
+    w = rng.standard_normal((o, c, 1, 1) if few else (k, k, c // g, o)).astype(np.float32)
+    op = Conv2dNHWC(s, d * (k // 2), d, g, act="relu")
+    if few:
+        op.weight_layout = "OIHW"
+    out = []
+    for macs in (0, 1 << 62):
+        monkeypatch.setattr(kernels, "PARALLEL_MACS", macs)
+        out.append(op(_t(x), _t(w)).data)
+    np.testing.assert_array_equal(out[0], out[1])
+
+
 def test_conv_nhwc_refuses_what_it_has_no_kernel_for():
     with pytest.raises(Exception, match="pointwise and depthwise"):
         Conv2dNHWC(1, 1)(_t(np.zeros((1, 5, 5, 4), np.float32)),

@@ -297,7 +297,16 @@ def cpu_step(program, values, ins, out):
     mod = load(source, "cpu")
     fn = mod.parallel if _heavy(source, out.size) else mod.serial
     p, k = params(values, dt), F.constants(dt)
-    return lambda: fn(*views, y, p, k)
+    return _bound(fn, *views, y, p, k)
+
+
+def _bound(fn, *args):
+    """The step ``fn(*args)`` calling the compiled version directly (cpu/loops.bound): a
+    dispatcher typing the parameter tuples on every call took about 1 us of a 1.3 us step
+    (mobilenet_v3_small's HardSigmoids on 32 elements)."""
+    from .cpu.loops import bound
+
+    return bound(fn, *args)
 
 
 def _heavy(source: str, size: int) -> bool:
@@ -337,7 +346,7 @@ def _rows_step(program, values, kinds, arrays, out, shape, cst):
     st = np.array([s[:-1] for s in el], dtype=np.int64).reshape(len(el), len(shape) - 1)
     p, k = params(values, out.dtype), F.constants(out.dtype)
     sh = np.array(shape, dtype=np.int64)
-    return lambda: fn(*args, y, p, k, sh, st)
+    return _bound(fn, *args, y, p, k, sh, st)
 
 
 def cuda_step(program, values, ins, out):

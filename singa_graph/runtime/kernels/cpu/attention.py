@@ -13,7 +13,7 @@ from numba import njit, prange
 from ...registry import carve, carved_bytes, kernel
 from .blas import HANDLE, gemm
 from .vexp import exp as _exp  # float32: vectorisable (libm's expf is a scalar call)
-from .loops import loops, pick
+from .loops import bound, loops, pick
 
 PARTS = 16
 _NO_MASK = np.zeros((1, 1, 1, 1), np.float32)  # read-only stand-in when there is no mask
@@ -115,7 +115,7 @@ def layer_norm(op, ins, outs):
     x, scale, bias = (_rows(a, op.axis) if a is ins[0] else a.reshape(-1) for a in ins)
     y, mean, rstd = _rows(outs[0], op.axis), outs[1].reshape(-1), outs[2].reshape(-1)
     fn = pick(_LN_FWD, x.size)
-    return lambda: fn(x, scale, bias, y, mean, rstd, op.eps)
+    return bound(fn, x, scale, bias, y, mean, rstd, op.eps)
 
 
 def _ln_grad_geometry(op, ins):
@@ -136,7 +136,7 @@ def layer_norm_grad(op, ins, outs, ws):
     parts, n = _ln_grad_geometry(op, ins)
     (acc,) = carve(ws, ((parts, 3, n), np.float64))
     fn = pick(_LN_BWD, x.size)
-    return lambda: fn(dy, x, scale, mean, rstd, dx, ds, db, acc, parts)
+    return bound(fn, dy, x, scale, mean, rstd, dx, ds, db, acc, parts)
 
 
 # ---------------------------------------------------------------------- attention
@@ -294,7 +294,7 @@ def attention(op, ins, outs, ws):
     parts = min(PARTS, n)
     (s,) = carve(ws, ((parts, sq, sk), q.dtype))
     fn = pick(_ATT_FWD, n * sq * sk * max(q.shape[3], 1))
-    return lambda: fn(q, k, v, mask, kind, op.causal, op.scale, out, lse, s, parts, HANDLE)
+    return bound(fn, q, k, v, mask, kind, op.causal, op.scale, out, lse, s, parts, HANDLE)
 
 
 @kernel("ScaledDotProductAttentionGrad", workspace=attention_grad_workspace)

@@ -30,7 +30,7 @@ from . import blas
 from .depthwise_channels_last import unit_channels, units_of
 from .dots import FAST, block_of, products
 from .epilogue import act_args, act_code, rows_epilogue
-from .loops import bound
+from .loops import bound, loops
 from .pointwise import MIN_CHANNELS
 
 
@@ -40,7 +40,6 @@ def _rows_block(c, o) -> int:
     return max(16, blas.SMALL_PRODUCT // max(c * o, 1) // 16 * 16)
 
 
-@njit(cache=True, nogil=True, parallel=True)
 def pointwise_gemm(x2, wt, y2, bias, has_bias, res2, has_res, act, alpha, beta, consts,
                    parts, block, bl):
     """``y2 = act(x2 @ wt + bias + res2)``: ``x2`` the ``(P, C)`` pixels, ``wt`` the
@@ -56,7 +55,6 @@ def pointwise_gemm(x2, wt, y2, bias, has_bias, res2, has_res, act, alpha, beta, 
                           consts)
 
 
-@njit(cache=True, nogil=True, parallel=True, error_model="numpy", fastmath=FAST)
 def pointwise_dots(x, w, y2, bias, has_bias, res2, has_res, act, alpha, beta, consts, parts):
     """The same over few rows: each weight row read once for every row of ``x`` (flat
     ``(P, C)``), as dot products (dots.py), output channels split across the parts."""
@@ -71,7 +69,6 @@ def pointwise_dots(x, w, y2, bias, has_bias, res2, has_res, act, alpha, beta, co
                       consts)
 
 
-@njit(cache=True, nogil=True, parallel=True)
 def pointwise_columns(x2, w2, cols, yt, y2, bias, has_bias, res2, has_res, act, alpha, beta, consts,
                       parts, bl):
     """The same over few rows with fewer channels (short dot products): ``yt = w2 @
@@ -123,7 +120,6 @@ def _taps_by_rows(y, x, wt, geo, dims, n, c0, c1):
                         y[pb + u] += wt[tb + u] * x[qb + u]
 
 
-@njit(cache=True, nogil=True, parallel=True)
 def depthwise(x, wt, y, y2, bias, has_bias, res2, has_res, act, alpha, beta, consts, geo,
               dims, parts, per_sample):
     """``y = act(depthwise_conv(x, w) + bias + res)`` on flat NHWC ``x`` and ``y`` (``y2``
@@ -152,6 +148,17 @@ def depthwise(x, wt, y, y2, bias, has_bias, res2, has_res, act, alpha, beta, con
             else:
                 rows_epilogue(y2[p0:p1, c0:c1], bias, False, res2[p0:p1, c0:c1], has_res,
                               act, alpha, beta, consts)
+
+
+_GEMM = loops(pointwise_gemm, nogil=True)
+_DOTS = loops(pointwise_dots, nogil=True, error_model="numpy", fastmath=FAST)
+_COLUMNS = loops(pointwise_columns, nogil=True)
+_DEPTHWISE = loops(depthwise, nogil=True)
+
+#: multiply-adds below which a conv runs on the calling thread. Starting the pool's threads
+#: costs about 1.3 us a parallel loop (two threads, 2026-11-27), and most convs of a small
+#: net's squeeze-and-excitation blocks and last stages do a few thousand multiply-adds
+PARALLEL_MACS = 1 << 16
 
 
 # ---------------------------------------------------------------------------- the op
@@ -198,18 +205,20 @@ def conv2d_nhwc(op, ins, outs, ws):
     epi = (bias, has_bias, res2, has_res, act_code(op), alpha, beta, k)
     if not pointwise_nhwc(op, (o, c, kh, kw)):
         geo, dims, parts, per = _depthwise_plan(op, x.shape, w.shape, y.shape)
-        return bound(depthwise, x.reshape(-1), w.reshape(-1), y.reshape(-1), y2, *epi, geo,
+        fn = _DEPTHWISE[y.size * kh * kw >= PARALLEL_MACS]
+        return bound(fn, x.reshape(-1), w.reshape(-1), y.reshape(-1), y2, *epi, geo,
                      dims, parts, per)
     x2 = x.reshape(-1, c)
     rows = x2.shape[0]
     nt = threads.num_threads()
+    par = y.size * c >= PARALLEL_MACS
     if op.weight_layout == "OIHW":
         if c >= MIN_CHANNELS:
-            return bound(pointwise_dots, x.reshape(-1), w.reshape(-1), y2, *epi,
+            return bound(_DOTS[par], x.reshape(-1), w.reshape(-1), y2, *epi,
                          max(1, min(nt, o)))
         cols, yt = carve(ws, *_columns_spec(w.shape, y2.shape, y.dtype))
-        return bound(pointwise_columns, x2, w.reshape(o, c), cols, yt, y2, *epi,
+        return bound(_COLUMNS[par], x2, w.reshape(o, c), cols, yt, y2, *epi,
                      max(1, min(nt, o // 16, rows)), blas.HANDLE)
     parts = max(1, min(nt, -(-rows // 16)))
-    return bound(pointwise_gemm, x2, w.reshape(c, o), y2, *epi, parts, _rows_block(c, o),
+    return bound(_GEMM[par], x2, w.reshape(c, o), y2, *epi, parts, _rows_block(c, o),
                  blas.HANDLE)
