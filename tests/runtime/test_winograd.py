@@ -149,6 +149,12 @@ def test_algorithm_choice():
     assert not winograd.chosen(c3, *small, np.float32)  # too few channels to pay
     few = ((2, 512, 4, 4), (512, 512, 3, 3))  # 2 tiles per weight transform
     assert not winograd.chosen(c3, *few, np.float32)
+    # a forward on 32 tiles with 32+ channels (batch 2 at 16x16) takes it; its gradients
+    # and a forward with 16 channels do not
+    mid = ((2, 128, 16, 16), (32, 128, 3, 3))
+    assert winograd.chosen(c3, *mid, np.float32)
+    assert not winograd.chosen(ops.Conv2dGradInput(1, 1, x_shape=mid[0]), *mid, np.float32)
+    assert not winograd.chosen(c3, (2, 16, 16, 16), (64, 16, 3, 3), np.float32)
     assert winograd.chosen(ops.Conv2d(1, 1, algo="winograd"), *small, np.float32)
     assert not winograd.chosen(ops.Conv2d(1, 1, algo="direct"), *big, np.float32)
     assert not winograd.chosen(c3, *big, np.float16)  # float16 runs on float32 copies

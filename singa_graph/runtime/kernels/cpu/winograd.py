@@ -183,8 +183,13 @@ def chosen(op, x_shape, w_shape, dtype) -> bool:
         return False
     if not applies(op, x_shape, w_shape):
         return False
-    return algo == "winograd" or (min(w_shape[0], w_shape[1]) >= AUTO_MIN_CHANNELS
-                                  and tiles(op, x_shape) >= AUTO_MIN_TILES)
+    if algo == "winograd":
+        return True
+    channels, n_tiles = min(w_shape[0], w_shape[1]), tiles(op, x_shape)
+    if op.type == "Conv2d" and channels >= FORWARD_MIN_CHANNELS and \
+            n_tiles >= FORWARD_MIN_TILES:
+        return True
+    return channels >= AUTO_MIN_CHANNELS and n_tiles >= AUTO_MIN_TILES
 
 
 def tiles(op, x_shape) -> int:
@@ -205,6 +210,13 @@ AUTO_MIN_CHANNELS = 16
 # resnet18 at batch 2, 64x64 (2..8 tiles per conv) ran 4.6x slower with Winograd than with
 # im2col; batch 32 at 8x8 (128 tiles) was the smallest case measured faster.
 AUTO_MIN_TILES = 128
+# A forward conv also takes Winograd from this many tiles when it has this many channels:
+# at batch 2 (two threads, 2026-11-27, im2col + GEMM against Winograd, its weight transform
+# included) 16x16 planes (32 tiles) ran 128 -> 32 channels 306 -> 214 us, 64 -> 64 246 ->
+# 188, 256 -> 64 894 -> 689, 128 -> 128 837 -> 755, 64 -> 128 and 32 -> 32 even, 64 -> 192
+# 577 -> 613; 16 -> 64 at 15x15 54 -> 147 and 8x8 planes (8 tiles) lost. The gradients keep
+# the rule above (unmeasured at these sizes).
+FORWARD_MIN_CHANNELS, FORWARD_MIN_TILES = 32, 32
 
 
 def _forward_geometry(op, x_shape, w_shape, y_shape, dtype):
