@@ -19,7 +19,7 @@ def _t(a):
 
 
 # ---------------------------------------------------------------------- the pass
-def _mobile_block(seed=0, dtype=np.float32, depthwise=True):
+def _mobile_block(seed=0, dtype=np.float32, depthwise=True, size=16):
     """Stem conv, then depthwise / pointwise convs with ReLU6, a strided depthwise conv, a
     residual, a squeeze-and-excitation gate and a global average pool: what the pass
     converts in mobile nets."""
@@ -33,7 +33,7 @@ def _mobile_block(seed=0, dtype=np.float32, depthwise=True):
             return _t((rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:])))
                       .astype(dtype))
 
-        x = Placeholder((2, 3, 16, 16), dtype=dtype, name="x")
+        x = Placeholder((2, 3, size, size), dtype=dtype, name="x")
         y = relu6(ops.conv2d(x, c(16, 3, 3, 3), c(16), 2, 1))         # stem, stays NCHW
         if depthwise:
             y = relu6(ops.conv2d(y, c(16, 1, 3, 3), c(16), 1, 1, groups=16))
@@ -67,6 +67,18 @@ def test_converted_plan_matches_the_unoptimised_graph(dtype):
     for y, y0 in zip(plan.run([x]), plan0.run([x])):
         assert y.shape == y0.shape
         np.testing.assert_allclose(y, y0, rtol=0, atol=tol * np.abs(y0).max())
+
+
+def test_large_plane_depthwise_convs_with_few_channels_stay_nchw():
+    # at 64x64 the first depthwise conv (16 channels, stride 1) sees 32x32 planes, where
+    # the plane-by-plane kernel is faster: the chain starts after it
+    build = _mobile_block(size=64)
+    plan, plan0 = compile(build()), compile(build(), fuse=False)
+    types = [n.type for n in plan.graph.nodes]
+    assert types.count("Conv2dNHWC") == 7 and types.count("Conv2d") == 2, types
+    x = np.random.default_rng(5).standard_normal((2, 3, 64, 64)).astype(np.float32)
+    for y, y0 in zip(plan.run([x]), plan0.run([x])):
+        np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
 
 
 def test_chains_without_depthwise_convs_stay_nchw():
