@@ -143,21 +143,12 @@ class Derived:
         from ..ir.tensor import Tensor
 
         self.sources = tuple(sources)
-        self._seen = self._seen_now()
         self.outputs = [Tensor(data=v, device=device, requires_grad=False, name=name)
                         for v, name in zip(self._compute(), names)]
 
     @property
     def nbytes(self) -> int:
         return sum(t.nbytes for t in self.outputs)
-
-    def _seen_now(self):
-        return [t.writes for t in self.sources if t is not None]
-
-    def stale(self) -> bool:
-        """True when a source was assigned or written through the Tensor API since the
-        last computation (see ``Tensor.writes``)."""
-        return self._seen != self._seen_now()
 
     #: axes order in which output 0 is held (None: as computed), see :meth:`permute_first`
     perm = None
@@ -184,8 +175,9 @@ class Derived:
         return self.outputs[0]
 
     def refresh(self) -> None:
-        """Recompute the constants from the current parameters, in place."""
-        self._seen = self._seen_now()
+        """Recompute the constants from the current parameters, in place (when: the
+        plan's :meth:`~singa_graph.runtime.plan.ExecutionPlan.refresh_folded` decides, from
+        the sources' ``Tensor.writes``)."""
         for t, v in zip(self.outputs, self._compute()):
             t.copy_from_numpy(v)
 

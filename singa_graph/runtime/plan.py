@@ -71,10 +71,10 @@ class ExecutionPlan:
         self._folded_version = None  # see refresh_folded
         # the folds' parameters, each once: their write counters only grow, so their sum
         # moves exactly when one of them moved (one sum per run, where asking each fold
-        # took 16 us a call on mobilenet_v2's 52 folds)
+        # took 16 us a call on mobilenet_v2's 52 folds); None until the first refresh
         self._fold_sources = list({id(t): t for f in self.folds for t in f.sources
                                    if t is not None}.values())
-        self._fold_writes = self._source_writes()
+        self._fold_writes = None
         self._arrays = self._bind_arrays()
         self._feed_arrays = [self._arrays[id(t)] for t in self.inputs]
         self._by_name = {t.name: i for i, t in enumerate(self.inputs)}

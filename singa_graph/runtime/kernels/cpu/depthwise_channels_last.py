@@ -183,7 +183,7 @@ def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, 
     # weights (cc, taps) -> (taps, cc), only the taps some output reads: on a small plane
     # most of a large kernel's taps fall in the padding (ConvNeXt's 7x7 at 2x2 reads 9 of
     # 49, and moving the other 40 took most of its 125 us)
-    i0, i1 = _used_taps(geo[0], geo[2], geo[3], geo[5], h, ho)
+    i0, i1 = _used_taps(kh, geo[2], geo[3], geo[5], h, ho)
     j0, j1 = _used_taps(kw, geo[2], geo[4], geo[6], wi, wo)
     for c in range(cc):
         wb = uintp((c0 + c) * taps)
