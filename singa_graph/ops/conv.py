@@ -245,6 +245,49 @@ class Conv2dNHWC(Conv2d):
         raise UnsupportedOpError("Conv2dNHWC is made for inference plans and has no gradient")
 
 
+class Conv2dDirect(Conv2d):
+    """:class:`Conv2d` on NCHW activations (one group) whose weight is held in blocks of
+    ``B`` output channels, ``(O/B, kh, kw, C, B)``, ``B`` the values of a 64-byte vector
+    (16 float32, 8 float64): its kernel keeps tiles of output pixels by output channels in
+    vector registers and reads a tap's weights for ``B`` output channels as one vector,
+    each block's weights as one contiguous run, with no im2col. Made by
+    :mod:`singa_graph.passes.direct` in CPU inference plans; inference only: no
+    gradient."""
+
+    differentiable = False
+
+    @staticmethod
+    def block(dtype) -> int:
+        """``B`` for weights of ``dtype``."""
+        return 64 // np.dtype(dtype).itemsize
+
+    @staticmethod
+    def supports(op, w_shape, dtype) -> bool:
+        """Whether a Conv2d ``op`` with (OIHW) weight shape ``w_shape`` can run so."""
+        return (type(op) is Conv2d and op.groups == 1 and len(w_shape) == 4
+                and np.dtype(dtype) in (np.float32, np.float64)
+                and w_shape[0] % Conv2dDirect.block(dtype) == 0)
+
+    def infer(self, x, w, *rest):
+        if len(w.shape) != 5 or w.shape[4] != self.block(w.dtype):
+            raise ShapeError(f"Conv2dDirect needs a (O/B, kh, kw, C, B) weight with B = "
+                             f"{self.block(w.dtype)} for {np.dtype(w.dtype)}, got {w.shape}")
+        blocks, kh, kw, cg, b = w.shape
+        oihw = SimpleNamespace(shape=(blocks * b, cg, kh, kw), dtype=w.dtype, name=w.name,
+                               ndim=4)
+        if self.groups != 1:
+            raise UnsupportedOpError(f"Conv2dDirect runs convs of one group, not "
+                                     f"groups={self.groups}")
+        if np.dtype(x.dtype) not in (np.float32, np.float64):
+            raise UnsupportedOpError(f"Conv2dDirect computes float32 and float64, not "
+                                     f"{x.dtype}")
+        return super().infer(x, oihw, *rest)
+
+    def gradient(self, inputs, outputs, dys, needs):
+        raise UnsupportedOpError("Conv2dDirect is made for inference plans and has no "
+                                 "gradient")
+
+
 def pointwise_nhwc(op, w_shape) -> bool:
     """A 1x1 stride-1 unpadded conv of one group (OIHW ``w_shape``)."""
     return (op.groups == 1 and w_shape[2] == w_shape[3] == 1 and op.stride == (1, 1)

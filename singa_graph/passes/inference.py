@@ -43,14 +43,18 @@ def is_inference_graph(graph) -> bool:
 
 def optimize_for_inference(graph, device: str = "cpu") -> dict:
     """Run the three passes in order on ``graph`` (in place), then on the CPU the
-    channels-last layout of depthwise chains (:mod:`.layout`); returns how many nodes each
-    removed (the layout: how many it converted): ``{'noops': .., 'batchnorms': ..,
-    'epilogue': .., 'channels_last': ..}``."""
+    channels-last layout of depthwise chains (:mod:`.layout`) and the direct convolutions
+    (:mod:`.hwio`); returns how many nodes each removed (the last two: how many they
+    converted): ``{'noops': .., 'batchnorms': .., 'epilogue': .., 'channels_last': ..,
+    'direct': ..}``."""
+    from .direct import direct_convs
     from .layout import channels_last
 
     done = {"noops": drop_noops(graph), "batchnorms": fold_batchnorm(graph),
             "epilogue": fuse_conv_epilogues(graph)}
-    done["channels_last"] = channels_last(graph) if device == "cpu" else 0
+    cpu = device == "cpu"
+    done["channels_last"] = channels_last(graph) if cpu else 0
+    done["direct"] = direct_convs(graph) if cpu else 0
     return done
 
 
@@ -152,6 +156,8 @@ class Derived:
 
     #: axes order in which output 0 is held (None: as computed), see :meth:`permute_first`
     perm = None
+    #: size of the blocks its first axis is cut into first (None: not cut)
+    block = None
 
     def _values(self):
         raise NotImplementedError
@@ -159,17 +165,21 @@ class Derived:
     def _compute(self):
         values = list(self._values())
         if self.perm is not None:
-            values[0] = np.ascontiguousarray(np.transpose(values[0], self.perm))
+            v = values[0]
+            if self.block is not None:
+                v = v.reshape(v.shape[0] // self.block, self.block, *v.shape[1:])
+            values[0] = np.ascontiguousarray(np.transpose(v, self.perm))
         return values
 
-    def permute_first(self, perm):
+    def permute_first(self, perm, block=None):
         """Hold output 0 with its axes permuted by ``perm`` from now on (a new tensor, for
         a layout pass whose kernel reads it so), instead of a second permuted copy;
-        returns that tensor."""
+        returns that tensor. With ``block``, its first axis is first cut into blocks of
+        that size (one more axis, right after it), and ``perm`` orders the axes so made."""
         from ..ir.tensor import Tensor
 
         old = self.outputs[0]
-        self.perm = tuple(perm)
+        self.perm, self.block = tuple(perm), block
         self.outputs[0] = Tensor(data=self._compute()[0], device=old.device,
                                  requires_grad=False, name=f"{old.name}.permuted")
         return self.outputs[0]

@@ -45,7 +45,7 @@ from ..ops.reduce import Mean
 from ..ops.shape import Reshape, Transpose
 from .inference import Derived, _node_like, _Uses
 
-__all__ = ["Permuted", "channels_last"]
+__all__ = ["Permuted", "PermutedWeights", "channels_last"]
 
 TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
 HWIO = (2, 3, 1, 0)  # OIHW -> HWIO
@@ -53,11 +53,12 @@ FLOATS = (np.float32, np.float64)
 
 
 class Permuted(Derived):
-    """A plan-owned copy of ``source`` with its axes permuted by ``perm``."""
+    """A plan-owned copy of ``source`` with its axes permuted by ``perm`` (its first axis
+    cut into blocks of ``block`` first, see :meth:`Derived.permute_first`)."""
 
-    def __init__(self, source, perm):
-        self.perm = tuple(perm)
-        super().__init__((source,), (f"{source.name}.hwio",), source.device)
+    def __init__(self, source, perm, block=None):
+        self.perm, self.block = tuple(perm), block
+        super().__init__((source,), (f"{source.name}.permuted",), source.device)
 
     @property
     def weight(self):
@@ -65,6 +66,31 @@ class Permuted(Derived):
 
     def _values(self):
         return (self.sources[0].host_data(),)
+
+
+class PermutedWeights:
+    """Conv weights held in another layout (``perm``, ``block``: see
+    :meth:`Derived.permute_first`), made by calling it with the OIHW weight: a folded
+    BatchNorm's weight (read by its conv alone) is held so from now on, for free; any
+    other gets one plan-owned :class:`Permuted` copy, shared by the convs that read it.
+    :meth:`commit` records the copies in ``graph.folds``."""
+
+    def __init__(self, graph, perm, block=None):
+        self.graph, self.perm, self.block = graph, tuple(perm), block
+        self.permuted: dict[int, Permuted] = {}
+        self.folded = {id(f.outputs[0]): f for f in getattr(graph, "folds", ())
+                       if f.perm is None}
+
+    def __call__(self, w):
+        fold = self.folded.get(id(w))
+        if fold is not None:
+            return fold.permute_first(self.perm, self.block)
+        if id(w) not in self.permuted:
+            self.permuted[id(w)] = Permuted(w, self.perm, self.block)
+        return self.permuted[id(w)].weight
+
+    def commit(self) -> None:
+        self.graph.__dict__.setdefault("folds", []).extend(self.permuted.values())
 
 
 # ---------------------------------------------------------------------- what can go NHWC
@@ -183,9 +209,7 @@ class _Rewriter:
         self.graph, self.chosen, self.uses = graph, chosen, uses
         self.nodes = []
         self.nhwc: dict[int, Tensor] = {}  # id(NCHW tensor) -> its channels-last twin
-        self.permuted: dict[int, Permuted] = {}
-        self.folded = {id(f.outputs[0]): f for f in getattr(graph, "folds", ())
-                       if f.perm is None}
+        self.weight = PermutedWeights(graph, HWIO)
 
     def _add(self, op, inputs, like, name, outputs=None):
         """A new node computing ``op``: new output tensors unless ``outputs`` are given."""
@@ -224,16 +248,6 @@ class _Rewriter:
         op = Reshape(t.shape) if h == w == 1 else Transpose(TO_NCHW)
         self._add(op, [t_nhwc], n, f"{t.name}.nchw", outputs=[t])
 
-    def weight(self, w):
-        """The HWIO weight of a conv whose weight is ``w``: a folded BatchNorm's weight
-        (read by that conv alone) is held so from now on; any other, copied."""
-        fold = self.folded.get(id(w))
-        if fold is not None:
-            return fold.permute_first(HWIO)
-        if id(w) not in self.permuted:
-            self.permuted[id(w)] = Permuted(w, HWIO)
-        return self.permuted[id(w)].weight
-
     def convert(self, n, kind):
         conv = kind in ("depthwise", "pointwise")
         ins = [x if conv and i == 1 else self.entering(x, n) for i, x in enumerate(n.inputs)]
@@ -263,7 +277,7 @@ class _Rewriter:
             else:
                 self.nodes.append(n)
         self.graph.nodes = self.nodes
-        self.graph.__dict__.setdefault("folds", []).extend(self.permuted.values())
+        self.weight.commit()
 
 
 def channels_last(graph) -> int:

@@ -4,7 +4,8 @@ numpy ufunc / BLAS calls where a single compiled library routine already does th
 
 Importing this package registers every CPU kernel.
 """
-from . import (activation, attention, conv, conv_channels_last, conv_nd, dist,  # noqa: F401
+from . import (activation, attention, conv, conv_channels_last, conv_direct, conv_nd,  # noqa: F401
+               dist,
                dropout, elementwise,
                index_nd, integer, layout, linalg, loss, norm, pool, pool_nd, quant,
                recurrent, reduce, resize, sample, shape, update)

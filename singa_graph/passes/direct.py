@@ -1,0 +1,86 @@
+"""Direct convolutions for CPU inference plans: convs with larger kernels over small planes
+become :class:`~singa_graph.ops.conv.Conv2dDirect`, whose kernel (runtime/kernels/cpu/
+conv_direct.py) keeps output tiles in vector registers instead of running im2col and a GEMM.
+
+Its weight is held in blocks of output channels, ``(O/B, kh, kw, C, B)``: a folded BatchNorm's weight is held so at no cost,
+any other weight gets a plan-owned permuted copy (counted in ``memory_report()``'s
+``folded_bytes``, refreshed with the folds when the parameters change). Activations stay
+NCHW, so nothing around the conv changes. The sums are taken in another order than the
+im2col kernel's (one fused multiply-add per term): results differ in the last bits, as
+for any change of kernel; tests/passes/test_direct.py bounds the difference.
+
+Which convs (:func:`wins`): measured at batch 2 on two threads (2026-11-27), against the
+kernel that runs them otherwise, e.g. densenet121's 128 -> 32 3x3 convs at 2x2, 4x4 and
+8x8 19 -> 7.5, 30 -> 17 and 82 -> 55 us, squeezenet's 64 -> 256 at 3x3 48 -> 37,
+ResNet-18's 128 -> 256 stride 2 147 -> 100, a 7x7 stride-2 stem 298 -> 227.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from ..ops.conv import Conv2d, Conv2dDirect
+from .inference import _node_like
+from .layout import PermutedWeights
+
+__all__ = ["direct_convs", "wins"]
+
+#: OIHW cut into blocks of output channels, (O/B, B, C, kh, kw) -> (O/B, kh, kw, C, B)
+BLOCKED = (0, 3, 4, 2, 1)
+
+#: output pixels per sample above which convs keep im2col + GEMM (or Winograd): the
+#: register tiles' output goes through a transposing copy that costs more on larger planes
+#: (48 -> 48 channels at 32x32: 413 against 653 us)
+MAX_PIXELS = 256
+#: terms per output (``C*kh*kw``) below which the im2col GEMM wins: a 3x3 stride-2 stem on
+#: three channels 57 against 92 us (the 7x7 one, 147 terms, 298 against 227)
+MIN_TERMS = 64
+#: 3x3 stride-1 convs with at least this many input and output channels on 16x16 planes
+#: keep Winograd: 64 -> 64 180 against 201 us, 64 -> 192 484 against 556 (128 -> 32 228
+#: against 197 and 96 -> 128 583 against 546 go direct)
+WINOGRAD_CHANNELS = 64
+#: weights of more bytes stay with the GEMM kernels: a tile streams the whole weight, and
+#: over few pixels the product waits on memory (512 -> 512 at 2x2: 261 against 302 us)
+MAX_WEIGHT_BYTES = 16 << 20
+
+
+def wins(op, x_shape, w_shape, y_shape, dtype) -> bool:
+    """Whether a Conv2d ``op`` (OIHW ``w_shape``) runs faster as a Conv2dDirect."""
+    o, c, kh, kw = w_shape
+    pixels = y_shape[2] * y_shape[3]
+    if not Conv2dDirect.supports(op, w_shape, dtype):
+        return False
+    if kh * kw == 1 or c * kh * kw < MIN_TERMS or pixels > MAX_PIXELS:
+        return False
+    if o * c * kh * kw * np.dtype(dtype).itemsize > MAX_WEIGHT_BYTES:
+        return False
+    winograd = (kh == kw == 3 and op.stride == (1, 1) and op.dilation == (1, 1)
+                and pixels >= 256)
+    return not (winograd and min(c, o) >= WINOGRAD_CHANNELS)
+
+
+def direct_convs(graph) -> int:
+    """Make the Conv2d nodes of the inference graph ``graph`` that :func:`wins` chooses
+    Conv2dDirect (in place); returns how many."""
+    weights = {}  # dtype -> PermutedWeights
+    done = 0
+    for k, n in enumerate(graph.nodes):
+        if type(n.op) is not Conv2d or len(n.inputs) < 2:
+            continue
+        x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
+        if not (w.creator is None and w.data is not None and len(x.shape) == 4
+                and wins(n.op, x.shape, w.shape, y.shape, y.dtype)):
+            continue
+        op = Conv2dDirect.__new__(Conv2dDirect)
+        op.__dict__.update(copy.copy(n.op).__dict__)
+        ins = list(n.inputs)
+        dt = np.dtype(w.dtype)
+        if dt not in weights:
+            weights[dt] = PermutedWeights(graph, BLOCKED, Conv2dDirect.block(dt))
+        ins[1] = weights[dt](w)
+        graph.nodes[k] = _node_like(n, n, op, ins, n.outputs)
+        done += 1
+    for made in weights.values():
+        made.commit()
+    return done

@@ -1,0 +1,214 @@
+"""Direct convolutions with register-blocked tiles (``Conv2dDirect``: NCHW activations, the
+weight held in blocks of ``B`` output channels, ``(O/B, kh, kw, C, B)``; made by
+passes/direct.py in CPU inference plans).
+
+im2col copies every input value ``kh*kw`` times and then multiplies with a BLAS GEMM that
+packs both operands again; over the small planes of squeezenet, densenet or googlenet at
+batch 2 the copies cost as much as the products (densenet121's 128 -> 32 3x3 convs at 8x8:
+35 us a sample of about 90). Here the sample's channel planes are copied once, zero-padded,
+and a :func:`.simd.tile` computes a block of up to 8 output pixels by two vectors of
+output channels (32 float32, 16 float64) in vector registers: per input channel and tap,
+one weight vector per ``B`` output channels and one broadcast input value per pixel, each
+fed to a fused multiply-add. Nothing is computed for padding lanes or wrapped-around
+columns, and any stride and dilation work the same way: a pixel's inputs are found from
+its offset (``offs``) into the padded planes. Each block's weights are one contiguous run,
+read once per part from memory (the blocks are the outer loop) and then from cache: a
+weight laid out ``(kh, kw, C, O)`` made the tiles read 128 of every ``4*O`` bytes, and
+ResNet-18's 256-channel convs ran 1.5x slower with their weights out of cache.
+
+A block's sums land in the part's scratch as ``(pixels, channels)`` rows; once its tiles
+are done, the part copies them into the NCHW output and applies the conv epilogue (bias,
+residual, activation) on the rows while they are in cache.
+
+Threads (:func:`plan_parts`): the parts split the batch, each reading the whole weight;
+but for heavy weights (:data:`SPLIT_WEIGHT_BYTES`), small planes and batches smaller than
+the thread count they split the output channels, and each lays the batch's pixels side by
+side so that a tile's rows span samples. Every output is one fused-multiply-add chain in
+``(i, j, c)`` order, so results do not depend on the thread count; they differ from the
+im2col kernel's in the last bits.
+"""
+import numpy as np
+from numba import njit, prange, uintp
+
+from ....runtime import threads
+from ...registry import carve, carved_bytes, kernel
+from . import simd
+from .epilogue import act_args, act_code, conv_epilogue
+from .loops import PARALLEL_WORK, bound, loops
+
+#: output pixels of a full tile
+ROWS = 8
+
+T81, T82, T41, T42 = simd.tile(8, 1), simd.tile(8, 2), simd.tile(4, 1), simd.tile(4, 2)
+T21, T22, T11, T12 = simd.tile(2, 1), simd.tile(2, 2), simd.tile(1, 1), simd.tile(1, 2)
+
+
+@njit(inline="always")
+def _tile(rows, vecs, x, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail):
+    """The tile of ``rows`` pixels x ``vecs`` vectors (simd.tile's arguments, ``xo = 0``)."""
+    if vecs == 2:
+        if rows == 8:
+            T82(x, 0, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+        elif rows == 4:
+            T42(x, 0, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+        elif rows == 2:
+            T22(x, 0, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+        else:
+            T12(x, 0, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+    elif rows == 8:
+        T81(x, 0, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+    elif rows == 4:
+        T41(x, 0, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+    elif rows == 2:
+        T21(x, 0, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+    else:
+        T11(x, 0, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+
+
+@njit(cache=True, nogil=True)
+def pad_planes(x, n, p, pt, pl, hp, wp):
+    """``p[c, :hp*wp]`` = channel ``c`` of sample ``n``, zero-padded to ``hp x wp``."""
+    c_, h, w = x.shape[1], x.shape[2], x.shape[3]
+    z = p.dtype.type(0)
+    un = uintp(n)
+    for c in range(c_):
+        row = p[c]
+        for q in range(uintp(pt * wp + pl)):
+            row[q] = z
+        for iy in range(h):
+            b = uintp((iy + pt) * wp + pl)
+            for ix in range(w):
+                row[b + uintp(ix)] = x[un, uintp(c), uintp(iy), uintp(ix)]
+            for q in range(b + uintp(w), b + uintp(wp)):
+                row[q] = z  # this row's right and the next row's left padding
+        for q in range(uintp((h + pt) * wp + pl), uintp(hp * wp)):
+            row[q] = z
+
+
+#: weights of at least this many bytes are split across the parts by output channels
+#: (each part then reads its share from memory once), as are small planes (whose tiles
+#: then span the batch), where each part still gets two vectors of channels; otherwise
+#: every part reads the whole weight, and the parts split the batch
+SPLIT_WEIGHT_BYTES = 1 << 20
+
+
+def plan_parts(n, o, pixels, nt, lanes, weight_bytes):
+    """``(group, parts, blocks)``: samples per part group, parts, and output-channel blocks
+    per group (see the module's docstring)."""
+    vectors = -(-o // lanes)
+    split = (weight_bytes >= SPLIT_WEIGHT_BYTES or pixels < 4 * ROWS or n < nt) and \
+        vectors >= 2 * nt
+    group = n if split or n < nt else 1
+    groups = -(-n // group)
+    blocks = max(1, min(nt // groups, vectors // 2 if split else vectors))
+    return group, max(1, min(nt, groups) if blocks == 1 else groups * blocks), blocks
+
+
+def _forward(x, w, y3, xp, e, offs, bias, has_bias, res3, has_res, act, alpha, beta, consts,
+             geo, group, parts, blocks, lanes):
+    """``y3 = act(conv(x, w) + bias + res3)`` over ``parts`` parts; ``w`` the flat
+    ``(O/lanes, kh, kw, C, lanes)`` weight, ``y3``/``res3`` ``(N, O, ho*wo)``, ``xp``/``e``/``offs``
+    each part's padded planes ``(group*C, hp*wp)``, sums ``(group*ho*wo*O)`` and pixel
+    offsets; ``geo`` is ``(kh, kw, sh, sw, pt, pl, dh, dw, hp, wp)``."""
+    n_, o_ = x.shape[0], y3.shape[1]
+    nv = (o_ + lanes - 1) // lanes
+    groups, across = (n_ + group - 1) // group, parts // blocks
+    for t in prange(parts):
+        g, b = t // blocks, t % blocks
+        o0, o1 = min(o_, lanes * (b * nv // blocks)), min(o_, lanes * ((b + 1) * nv // blocks))
+        for gi in range(g * groups // across, (g + 1) * groups // across):
+            n0 = gi * group
+            _group(x, w, y3, xp[t], e[t], offs[t], bias, has_bias, res3, has_res, act, alpha,
+                   beta, consts, geo, n0, min(n0 + group, n_), o0, o1, lanes)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _group(x, w, y3, xt, et, ot, bias, has_bias, res3, has_res, act, alpha, beta, consts,
+           geo, n0, n1, o0, o1, lanes):
+    """Output channels ``[o0, o1)`` of samples ``[n0, n1)``, in one part's scratch."""
+    kh, kw, sh, sw, pt, pl, dh, dw, hp, wp = geo
+    c_, hw = x.shape[1], y3.shape[2]
+    wo = (wp - dw * (kw - 1) - 1) // sw + 1
+    cs = hp * wp
+    slab = kh * kw * c_ * lanes  # one block of output channels' weights
+    ob = o1 - o0
+    for n in range(n0, n1):
+        pad_planes(x, n, xt[(n - n0) * c_:(n - n0 + 1) * c_], pt, pl, hp, wp)
+    pixels = (n1 - n0) * hw
+    for q in range(pixels):
+        s, r = q // hw, q % hw
+        ot[q] = s * c_ * cs + (r // wo) * sh * wp + (r % wo) * sw
+    flat = xt.reshape(-1)
+    o = o0
+    while o < o1:  # a block's weights (C*kh*kw rows) are read once, then from cache
+        vecs = 2 if o1 - o > lanes else 1
+        tail = min(lanes, o1 - o - lanes * (vecs - 1))
+        p = 0
+        while p < pixels:
+            left = pixels - p
+            rows = 8 if left >= 8 else (4 if left >= 4 else (2 if left >= 2 else 1))
+            _tile(rows, vecs, flat, ot, p, w, (o // lanes) * slab, lanes, slab, et,
+                  p * ob + o - o0, ob, c_, kh, kw, dh * wp, dw, cs, tail)
+            p += rows
+        o += lanes * vecs
+    for n in range(n0, n1):
+        base = (n - n0) * hw * ob
+        for o in range(o0, o1):
+            for q in range(hw):
+                y3[n, o, q] = et[base + q * ob + o - o0]
+        conv_epilogue(y3[n, o0:o1], bias[o0:o1] if has_bias else bias, has_bias,
+                      res3[n, o0:o1] if has_res else y3[n, o0:o1], has_res, act, alpha, beta,
+                      consts)
+
+
+_FORWARD = loops(_forward, error_model="numpy")
+
+
+def _geometry(op, x_shape, w_shape):
+    (pt, pl, pb, pr), (sh, sw), (dh, dw) = op.padding, op.stride, op.dilation
+    hp, wp = x_shape[2] + pt + pb, x_shape[3] + pl + pr
+    return (w_shape[1], w_shape[2], sh, sw, pt, pl, dh, dw, hp, wp)
+
+
+def _specs(op, x_shape, w_shape, y_shape, dtype):
+    n, c = x_shape[0], x_shape[1]
+    o, hw = y_shape[1], y_shape[2] * y_shape[3]
+    lanes = simd.lanes(dtype)
+    item = np.dtype(dtype).itemsize
+    group, parts, blocks = plan_parts(n, o, hw, threads.num_threads(), lanes,
+                                      int(np.prod(w_shape)) * item)
+    geo = _geometry(op, x_shape, w_shape)
+    vectors = -(-o // lanes)
+    ob = min(o, lanes * -(-vectors // blocks))  # the widest block
+    return (group, parts, blocks), (((parts, group * c, geo[8] * geo[9]), dtype),
+                                    ((parts, group * hw * ob), dtype),
+                                    ((parts, group * hw), np.int64))
+
+
+def _workspace(op, ins, outs):
+    return carved_bytes(*_specs(op, ins[0].shape, ins[1].shape, outs[0].shape,
+                                outs[0].dtype)[1])
+
+
+@kernel("Conv2dDirect", workspace=_workspace)
+def conv2d_direct(op, ins, outs, ws):
+    x, w = ins[0], ins[1]  # w: (O/B, kh, kw, C, B)
+    (y,) = outs
+    nb, kh, kw, c, b = w.shape
+    o = nb * b
+    if b != simd.lanes(y.dtype):
+        raise ValueError(f"Conv2dDirect's kernel reads blocks of {simd.lanes(y.dtype)} output "
+                         f"channels, not {b}")
+    has_res = bool(op.residual)
+    has_bias = len(ins) - has_res == 3
+    bias = ins[2] if has_bias else w.reshape(-1)[:0]
+    n, _, ho, wo = y.shape
+    y3 = y.reshape(n, o, ho * wo)
+    res3 = ins[-1].reshape(y3.shape) if has_res else y3
+    alpha, beta, k = act_args(op, y.dtype)
+    (group, parts, blocks), specs = _specs(op, x.shape, w.shape, y.shape, y.dtype)
+    xp, e, offs = carve(ws, *specs)
+    fn = _FORWARD[parts > 1 and y.size * c * kh * kw >= PARALLEL_WORK]
+    return bound(fn, x, w.reshape(-1), y3, xp, e, offs, bias, has_bias, res3, has_res,
+                 act_code(op), alpha, beta, k, _geometry(op, x.shape, w.shape), group, parts,
+                 blocks, simd.lanes(y.dtype))

@@ -1,0 +1,160 @@
+"""Direct convolutions of CPU inference plans (passes/direct.py, runtime/kernels/cpu/
+conv_direct.py, simd.py): the register-tiled kernel against a float64 reference over
+strides, asymmetric padding, dilation, epilogues, batch sizes, tile and channel tails;
+results independent of the thread count; the pass converts what it should, stays within
+float32 rounding of the unoptimised graph, and its blocked weights follow the
+parameters."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from singa_graph import ops
+from singa_graph.ir import Graph, Placeholder
+from singa_graph.ir.tensor import Tensor
+from singa_graph.ops.conv import Conv2dDirect
+from singa_graph.passes import compile, verify
+from singa_graph.passes.direct import BLOCKED, wins
+from singa_graph.passes.layout import Permuted
+from singa_graph.runtime import threads
+from singa_graph.runtime.registry import bind, workspace_bytes
+
+
+def _reference(x, w, b, stride, pads, dil, res, act):
+    """The conv in float64, written plainly: a sum over taps of shifted inputs."""
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    pt, pl, pb, pr = pads
+    xp = np.zeros((n, c, h + pt + pb, wd + pl + pr))
+    xp[:, :, pt:pt + h, pl:pl + wd] = x
+    ho = (h + pt + pb - dil * (kh - 1) - 1) // stride + 1
+    wo = (wd + pl + pr - dil * (kw - 1) - 1) // stride + 1
+    y = np.zeros((n, o, ho, wo))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i * dil:i * dil + stride * (ho - 1) + 1:stride,
+                       j * dil:j * dil + stride * (wo - 1) + 1:stride]
+            y += np.einsum("oc,nchw->nohw", w[:, :, i, j].astype(np.float64), patch)
+    if b is not None:
+        y += b.reshape(1, -1, 1, 1)
+    if res is not None:
+        y += res
+    if act == "relu":
+        y = np.maximum(y, 0)
+    return y
+
+
+def _run(x, w, b, stride, pads, dil, res, act, nthreads):
+    dt = x.dtype
+    blk = Conv2dDirect.block(dt)
+    o = w.shape[0]
+    wb = np.ascontiguousarray(np.transpose(w.reshape(o // blk, blk, *w.shape[1:]), BLOCKED))
+    op = Conv2dDirect.__new__(Conv2dDirect)
+    op.__dict__.update(ops.Conv2d(stride, pads, dil, 1, act=act,
+                                  residual=res is not None).__dict__)
+    ins = [x, wb] + ([b] if b is not None else []) + ([res] if res is not None else [])
+    (spec,) = op.infer(*[Tensor.symbolic(a.shape, a.dtype) for a in ins])
+    y = np.full(spec.shape, np.nan, dt)
+    old = threads.get_num_threads()
+    threads.set_num_threads(nthreads)
+    try:
+        ws = np.empty(workspace_bytes(op, ins, [y]), np.uint8)
+        bind(op, ins, [y], ws=ws)()
+    finally:
+        threads.set_num_threads(old)
+    return y
+
+
+CASES = [  # n, c, h, w, o, k, stride, pads, dilation, bias, residual, act
+    (2, 128, 8, 8, 32, 3, 1, (1, 1, 1, 1), 1, True, False, ""),       # densenet's
+    (2, 64, 3, 3, 256, 3, 1, (1, 1, 1, 1), 1, True, False, "relu"),   # squeezenet's
+    (3, 16, 7, 5, 48, 3, 1, (1, 1, 1, 1), 1, False, True, "relu"),    # odd batch, plane
+    (1, 24, 9, 9, 64, 5, 2, (2, 1, 0, 2), 1, True, False, ""),        # asymmetric pads
+    (2, 8, 10, 10, 16, 3, 1, (2, 2, 2, 2), 2, True, True, "relu"),    # dilation
+    (2, 3, 20, 20, 32, 7, 2, (3, 3, 3, 3), 1, True, False, "relu"),   # a stem
+    (4, 32, 2, 2, 96, 3, 1, (1, 1, 1, 1), 1, False, False, ""),       # 2x2 planes
+    (2, 40, 4, 4, 1040, 3, 1, (1, 1, 1, 1), 1, True, False, ""),      # many blocks
+    (1, 16, 1, 1, 16, 1, 1, (0, 0, 0, 0), 1, False, False, ""),       # one pixel
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_kernel_matches_a_float64_reference_on_any_thread_count(case, dtype):
+    n, c, h, wd, o, k, s, pads, dil, has_b, has_res, act = case
+    rng = np.random.default_rng(sum(case[:6]))
+    x = rng.standard_normal((n, c, h, wd)).astype(dtype)
+    w = (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype(dtype)
+    b = rng.standard_normal(o).astype(dtype) if has_b else None
+    ref = _reference(x, w, b, s, pads, dil, None, "")
+    res = rng.standard_normal(ref.shape).astype(dtype) if has_res else None
+    ref = _reference(x, w, b, s, pads, dil, res, act)
+    y1 = _run(x, w, b, s, pads, dil, res, act, 1)
+    y2 = _run(x, w, b, s, pads, dil, res, act, 2)
+    eps = np.finfo(dtype).eps
+    np.testing.assert_allclose(y1, ref, rtol=0, atol=8 * eps * np.sqrt(c * k * k)
+                               * (np.abs(ref).max() + 1))
+    np.testing.assert_array_equal(y1, y2)  # one fused multiply-add chain per output
+
+
+def test_the_pass_chooses_small_plane_convs_with_larger_kernels():
+    conv = ops.Conv2d(1, (1, 1, 1, 1))
+    f32 = np.float32
+    assert wins(conv, (2, 128, 8, 8), (32, 128, 3, 3), (2, 32, 8, 8), f32)
+    assert not wins(conv, (2, 128, 8, 8), (40, 128, 3, 3), (2, 40, 8, 8), f32)  # 40 % 16
+    assert not wins(conv, (2, 3, 8, 8), (32, 3, 3, 3), (2, 32, 8, 8), f32)  # 27 terms
+    assert not wins(conv, (2, 64, 16, 16), (64, 64, 3, 3), (2, 64, 16, 16), f32)  # Winograd
+    assert wins(conv, (2, 128, 16, 16), (32, 128, 3, 3), (2, 32, 16, 16), f32)
+    assert not wins(conv, (2, 32, 32, 32), (32, 32, 3, 3), (2, 32, 32, 32), f32)  # plane
+    point = ops.Conv2d(1, 0)
+    assert not wins(point, (2, 128, 8, 8), (32, 128, 1, 1), (2, 32, 8, 8), f32)
+    grouped = ops.Conv2d(1, (1, 1, 1, 1), groups=2)
+    assert not wins(grouped, (2, 128, 8, 8), (32, 64, 3, 3), (2, 32, 8, 8), f32)
+
+
+def _t(a):
+    return Tensor(data=np.asarray(a), requires_grad=False)
+
+
+def _small_cnn(seed=0):
+    def build():
+        rng = np.random.default_rng(seed)
+
+        def c(*shape):
+            return _t((rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:])))
+                      .astype(np.float32))
+
+        x = Placeholder((2, 3, 16, 16), dtype=np.float32, name="x")
+        y = ops.relu(ops.conv2d(x, c(32, 3, 3, 3), c(32), 2, 1))      # stem: stays
+        z = ops.relu(ops.conv2d(y, c(32, 32, 3, 3), c(32), 1, 1))     # direct
+        z = ops.conv2d(z, c(32, 32, 3, 3), None, 1, 1)                # direct, + residual
+        y = ops.relu(ops.add(z, y))
+        y = ops.relu(ops.conv2d(y, c(64, 32, 3, 3), c(64), 2, 1))     # direct, stride 2
+        y = ops.conv2d(y, c(16, 64, 1, 1), c(16))                     # 1x1: stays
+        return Graph([ops.flatten(ops.global_average_pool(y))], inputs=[x])
+    return build
+
+
+def test_converted_plan_matches_the_unoptimised_graph_and_follows_the_weights():
+    build = _small_cnn()
+    plan, plan0 = compile(build()), compile(build(), fuse=False)
+    verify(plan)
+    labels = [n.op.label for n in plan.nodes if n.type.startswith("Conv2d")]
+    assert labels == ["Conv2d+ReLU", "Conv2dDirect+ReLU", "Conv2dDirect+Add+ReLU",
+                      "Conv2dDirect+ReLU", "Conv2d"], labels
+    x = np.random.default_rng(3).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    y, y0 = plan.run([x])[0], plan0.run([x])[0]
+    np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
+    perms = [f for f in plan.folds if isinstance(f, Permuted)]
+    assert len(perms) == 3 and all(f.block == 16 for f in perms)
+    assert plan.memory_report()["folded_bytes"] >= sum(f.nbytes for f in perms)
+    plan.refresh_folded(0)
+    for f in perms:  # new weights through the Tensor API: the plan must see them
+        f.sources[0].copy_from_numpy(np.asarray(f.sources[0].data) * 0.5)
+    plan.refresh_folded(0)
+    for f in perms:
+        src = np.asarray(f.sources[0].data)
+        o = src.shape[0]
+        np.testing.assert_array_equal(
+            f.weight.data, np.transpose(src.reshape(o // 16, 16, *src.shape[1:]), BLOCKED))
+    assert not np.allclose(plan.run([x])[0], y)
