@@ -247,8 +247,9 @@ class Conv2dNHWC(Conv2d):
 
 class Conv2dDirect(Conv2d):
     """:class:`Conv2d` on NCHW activations (one group) whose weight is held in blocks of
-    ``B`` output channels, ``(O/B, kh, kw, C, B)``, ``B`` the values of a 64-byte vector
-    (16 float32, 8 float64): its kernel keeps tiles of output pixels by output channels in
+    ``B`` output channels, ``(ceil(O/B), kh, kw, C, B)``, ``B`` the values of a 64-byte
+    vector (16 float32, 8 float64), the last block filled up with zeros (``out_channels``
+    is ``O``): its kernel keeps tiles of output pixels by output channels in
     vector registers and reads a tap's weights for ``B`` output channels as one vector,
     each block's weights as one contiguous run, with no im2col. Made by
     :mod:`singa_graph.passes.direct` in CPU inference plans; inference only: no
@@ -265,16 +266,26 @@ class Conv2dDirect(Conv2d):
     def supports(op, w_shape, dtype) -> bool:
         """Whether a Conv2d ``op`` with (OIHW) weight shape ``w_shape`` can run so."""
         return (type(op) is Conv2d and op.groups == 1 and len(w_shape) == 4
-                and np.dtype(dtype) in (np.float32, np.float64)
-                and w_shape[0] % Conv2dDirect.block(dtype) == 0)
+                and np.dtype(dtype) in (np.float32, np.float64))
+
+    @classmethod
+    def of(cls, conv, out_channels):
+        """The Conv2dDirect of the Conv2d op ``conv`` with ``out_channels`` outputs."""
+        op = cls.__new__(cls)
+        op.__dict__.update(conv.__dict__)
+        op.out_channels = int(out_channels)
+        return op
 
     def infer(self, x, w, *rest):
         if len(w.shape) != 5 or w.shape[4] != self.block(w.dtype):
             raise ShapeError(f"Conv2dDirect needs a (O/B, kh, kw, C, B) weight with B = "
                              f"{self.block(w.dtype)} for {np.dtype(w.dtype)}, got {w.shape}")
         blocks, kh, kw, cg, b = w.shape
-        oihw = SimpleNamespace(shape=(blocks * b, cg, kh, kw), dtype=w.dtype, name=w.name,
-                               ndim=4)
+        o = self.out_channels
+        if not blocks * b - b < o <= blocks * b:
+            raise ShapeError(f"Conv2dDirect's weight {w.shape} does not hold {o} output "
+                             "channels")
+        oihw = SimpleNamespace(shape=(o, cg, kh, kw), dtype=w.dtype, name=w.name, ndim=4)
         if self.groups != 1:
             raise UnsupportedOpError(f"Conv2dDirect runs convs of one group, not "
                                      f"groups={self.groups}")

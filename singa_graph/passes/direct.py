@@ -16,8 +16,6 @@ ResNet-18's 128 -> 256 stride 2 147 -> 100, a 7x7 stride-2 stem 298 -> 227.
 """
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 
 from ..ops.conv import Conv2d, Conv2dDirect
@@ -36,6 +34,11 @@ MAX_PIXELS = 256
 #: terms per output (``C*kh*kw``) below which the im2col GEMM wins: a 3x3 stride-2 stem on
 #: three channels 57 against 92 us (the 7x7 one, 147 terms, 298 against 227)
 MIN_TERMS = 64
+#: 1x1 convs go direct on planes of at most this many pixels, from this many input
+#: channels, with two vectors of output channels: elsewhere BLAS's GEMM on the input itself
+#: wins (256 -> 128 at 16x16: 175 against 195 us; 128 -> 16 at 15x15 12 against 14), here
+#: not (1024 -> 128 at 4x4 107 -> 42, 832 -> 384 at 2x2 56 -> 37, 512 -> 128 at 8x8 92 -> 83)
+POINTWISE_MAX_PIXELS, POINTWISE_MIN_CHANNELS = 64, 128
 #: 3x3 stride-1 convs with at least this many input and output channels on 16x16 planes
 #: keep Winograd: 64 -> 64 180 against 201 us, 64 -> 192 484 against 556 (128 -> 32 228
 #: against 197 and 96 -> 128 583 against 546 go direct)
@@ -51,7 +54,10 @@ def wins(op, x_shape, w_shape, y_shape, dtype) -> bool:
     pixels = y_shape[2] * y_shape[3]
     if not Conv2dDirect.supports(op, w_shape, dtype):
         return False
-    if kh * kw == 1 or c * kh * kw < MIN_TERMS or pixels > MAX_PIXELS:
+    if c * kh * kw < MIN_TERMS or pixels > MAX_PIXELS:
+        return False
+    if kh * kw == 1 and (pixels > POINTWISE_MAX_PIXELS or c < POINTWISE_MIN_CHANNELS
+                         or o < 2 * Conv2dDirect.block(dtype)):
         return False
     if o * c * kh * kw * np.dtype(dtype).itemsize > MAX_WEIGHT_BYTES:
         return False
@@ -72,8 +78,7 @@ def direct_convs(graph) -> int:
         if not (w.creator is None and w.data is not None and len(x.shape) == 4
                 and wins(n.op, x.shape, w.shape, y.shape, y.dtype)):
             continue
-        op = Conv2dDirect.__new__(Conv2dDirect)
-        op.__dict__.update(copy.copy(n.op).__dict__)
+        op = Conv2dDirect.of(n.op, w.shape[0])
         ins = list(n.inputs)
         dt = np.dtype(w.dtype)
         if dt not in weights:

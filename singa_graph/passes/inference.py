@@ -167,6 +167,9 @@ class Derived:
         if self.perm is not None:
             v = values[0]
             if self.block is not None:
+                short = -v.shape[0] % self.block  # the last block, filled up with zeros
+                if short:
+                    v = np.concatenate([v, np.zeros((short,) + v.shape[1:], v.dtype)])
                 v = v.reshape(v.shape[0] // self.block, self.block, *v.shape[1:])
             values[0] = np.ascontiguousarray(np.transpose(v, self.perm))
         return values
@@ -175,7 +178,8 @@ class Derived:
         """Hold output 0 with its axes permuted by ``perm`` from now on (a new tensor, for
         a layout pass whose kernel reads it so), instead of a second permuted copy;
         returns that tensor. With ``block``, its first axis is first cut into blocks of
-        that size (one more axis, right after it), and ``perm`` orders the axes so made."""
+        that size (one more axis, right after it; the last block filled up with zeros),
+        and ``perm`` orders the axes so made."""
         from ..ir.tensor import Tensor
 
         old = self.outputs[0]

@@ -48,10 +48,10 @@ def _run(x, w, b, stride, pads, dil, res, act, nthreads):
     dt = x.dtype
     blk = Conv2dDirect.block(dt)
     o = w.shape[0]
-    wb = np.ascontiguousarray(np.transpose(w.reshape(o // blk, blk, *w.shape[1:]), BLOCKED))
-    op = Conv2dDirect.__new__(Conv2dDirect)
-    op.__dict__.update(ops.Conv2d(stride, pads, dil, 1, act=act,
-                                  residual=res is not None).__dict__)
+    filled = np.concatenate([w, np.zeros((-o % blk,) + w.shape[1:], dt)])
+    wb = np.ascontiguousarray(np.transpose(filled.reshape(-1, blk, *w.shape[1:]), BLOCKED))
+    op = Conv2dDirect.of(ops.Conv2d(stride, pads, dil, 1, act=act, residual=res is not None),
+                         o)
     ins = [x, wb] + ([b] if b is not None else []) + ([res] if res is not None else [])
     (spec,) = op.infer(*[Tensor.symbolic(a.shape, a.dtype) for a in ins])
     y = np.full(spec.shape, np.nan, dt)
@@ -75,6 +75,8 @@ CASES = [  # n, c, h, w, o, k, stride, pads, dilation, bias, residual, act
     (4, 32, 2, 2, 96, 3, 1, (1, 1, 1, 1), 1, False, False, ""),       # 2x2 planes
     (2, 40, 4, 4, 1040, 3, 1, (1, 1, 1, 1), 1, True, False, ""),      # many blocks
     (1, 16, 1, 1, 16, 1, 1, (0, 0, 0, 0), 1, False, False, ""),       # one pixel
+    (2, 64, 3, 3, 1000, 1, 1, (0, 0, 0, 0), 1, True, False, "relu"),  # 1x1, last block
+    (3, 20, 5, 6, 40, 3, 1, (1, 0, 1, 2), 1, True, True, ""),         # 8 of 16 filled
 ]
 
 
@@ -101,13 +103,16 @@ def test_the_pass_chooses_small_plane_convs_with_larger_kernels():
     conv = ops.Conv2d(1, (1, 1, 1, 1))
     f32 = np.float32
     assert wins(conv, (2, 128, 8, 8), (32, 128, 3, 3), (2, 32, 8, 8), f32)
-    assert not wins(conv, (2, 128, 8, 8), (40, 128, 3, 3), (2, 40, 8, 8), f32)  # 40 % 16
+    assert wins(conv, (2, 128, 8, 8), (40, 128, 3, 3), (2, 40, 8, 8), f32)
     assert not wins(conv, (2, 3, 8, 8), (32, 3, 3, 3), (2, 32, 8, 8), f32)  # 27 terms
     assert not wins(conv, (2, 64, 16, 16), (64, 64, 3, 3), (2, 64, 16, 16), f32)  # Winograd
     assert wins(conv, (2, 128, 16, 16), (32, 128, 3, 3), (2, 32, 16, 16), f32)
     assert not wins(conv, (2, 32, 32, 32), (32, 32, 3, 3), (2, 32, 32, 32), f32)  # plane
     point = ops.Conv2d(1, 0)
-    assert not wins(point, (2, 128, 8, 8), (32, 128, 1, 1), (2, 32, 8, 8), f32)
+    assert wins(point, (2, 512, 3, 3), (1000, 512, 1, 1), (2, 1000, 3, 3), f32)
+    assert not wins(point, (2, 256, 16, 16), (128, 256, 1, 1), (2, 128, 16, 16), f32)
+    assert not wins(point, (2, 64, 8, 8), (128, 64, 1, 1), (2, 128, 8, 8), f32)  # channels
+    assert not wins(point, (2, 128, 8, 8), (16, 128, 1, 1), (2, 16, 8, 8), f32)  # outputs
     grouped = ops.Conv2d(1, (1, 1, 1, 1), groups=2)
     assert not wins(grouped, (2, 128, 8, 8), (32, 64, 3, 3), (2, 32, 8, 8), f32)
 

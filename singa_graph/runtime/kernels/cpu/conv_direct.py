@@ -6,7 +6,7 @@ im2col copies every input value ``kh*kw`` times and then multiplies with a BLAS 
 packs both operands again; over the small planes of squeezenet, densenet or googlenet at
 batch 2 the copies cost as much as the products (densenet121's 128 -> 32 3x3 convs at 8x8:
 35 us a sample of about 90). Here the sample's channel planes are copied once, zero-padded,
-and a :func:`.simd.tile` computes a block of up to 8 output pixels by two vectors of
+(an unpadded conv reads the input's own), and a :func:`.simd.tile` computes a block of up to 8 output pixels by two vectors of
 output channels (32 float32, 16 float64) in vector registers: per input channel and tap,
 one weight vector per ``B`` output channels and one broadcast input value per pixel, each
 fed to a fused multiply-add. Nothing is computed for padding lanes or wrapped-around
@@ -132,13 +132,19 @@ def _group(x, w, y3, xt, et, ot, bias, has_bias, res3, has_res, act, alpha, beta
     cs = hp * wp
     slab = kh * kw * c_ * lanes  # one block of output channels' weights
     ob = o1 - o0
-    for n in range(n0, n1):
-        pad_planes(x, n, xt[(n - n0) * c_:(n - n0 + 1) * c_], pt, pl, hp, wp)
+    padded = pt > 0 or pl > 0 or hp > x.shape[2] or wp > x.shape[3]
+    first = 0
+    if padded:
+        for n in range(n0, n1):
+            pad_planes(x, n, xt[(n - n0) * c_:(n - n0 + 1) * c_], pt, pl, hp, wp)
+        flat = xt.reshape(-1)
+    else:  # the input's own planes are the padded planes
+        flat = x.reshape(-1)
+        first = n0 * c_ * cs
     pixels = (n1 - n0) * hw
     for q in range(pixels):
         s, r = q // hw, q % hw
-        ot[q] = s * c_ * cs + (r // wo) * sh * wp + (r % wo) * sw
-    flat = xt.reshape(-1)
+        ot[q] = first + s * c_ * cs + (r // wo) * sh * wp + (r % wo) * sw
     o = o0
     while o < o1:  # a block's weights (C*kh*kw rows) are read once, then from cache
         vecs = 2 if o1 - o > lanes else 1
@@ -180,7 +186,9 @@ def _specs(op, x_shape, w_shape, y_shape, dtype):
     geo = _geometry(op, x_shape, w_shape)
     vectors = -(-o // lanes)
     ob = min(o, lanes * -(-vectors // blocks))  # the widest block
-    return (group, parts, blocks), (((parts, group * c, geo[8] * geo[9]), dtype),
+    padded = any(op.padding)
+    return (group, parts, blocks), (((parts, group * c if padded else 0, geo[8] * geo[9]),
+                                     dtype),
                                     ((parts, group * hw * ob), dtype),
                                     ((parts, group * hw), np.int64))
 
@@ -195,7 +203,7 @@ def conv2d_direct(op, ins, outs, ws):
     x, w = ins[0], ins[1]  # w: (O/B, kh, kw, C, B)
     (y,) = outs
     nb, kh, kw, c, b = w.shape
-    o = nb * b
+    o = y.shape[1]  # the last block may be filled up with zeros
     if b != simd.lanes(y.dtype):
         raise ValueError(f"Conv2dDirect's kernel reads blocks of {simd.lanes(y.dtype)} output "
                          f"channels, not {b}")
