@@ -6,7 +6,7 @@ from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
 from ._util import broadcast_shape, need_float, same_dtype
 
-__all__ = ["MatMul", "AddBias", "Gemm", "matmul", "add_bias", "gemm"]
+__all__ = ["MatMul", "AddBias", "Gemm", "matmul", "add_bias", "gemm"]  # MatMulDirect: passes
 
 
 def _mat(shape, trans):
@@ -51,6 +51,33 @@ class MatMul(Operation):
                   else matmul(a, dy, trans_a=not self.trans_a))
             db = db if db.shape == b.shape else sum_to(db, b.shape)
         return [da, db]
+
+
+class MatMulDirect(Operation):
+    """``x @ W (+ bias)`` for a constant 2-d ``W`` (``K x N``), computed by tiles of rows by
+    output columns held in vector registers, reading ``W`` where it is. Made by
+    :mod:`singa_graph.passes.direct` in CPU inference plans (from a MatMul by a constant
+    and the Add of a constant bias after it); inference only: no gradient."""
+
+    differentiable = False
+
+    def __init__(self, bias=False):
+        self.bias = bool(bias)
+
+    @property
+    def label(self) -> str:
+        return "MatMulDirect+Add" if self.bias else "MatMulDirect"
+
+    def infer(self, x, w, *bias):
+        if x.ndim < 2 or w.ndim != 2 or len(bias) != self.bias or x.shape[-1] != w.shape[0]:
+            raise ShapeError(f"MatMulDirect takes x (..., K), a (K, N) weight"
+                             f"{' and a bias' if self.bias else ''}, got {x.shape}, {w.shape}"
+                             f" and {len(bias)} more")
+        n = w.shape[1]
+        if bias and bias[0].shape != (n,):
+            raise ShapeError(f"bias {bias[0].shape} does not match {n} columns")
+        need_float(x, w)
+        return [TensorSpec(tuple(x.shape[:-1]) + (n,), same_dtype(x, w, *bias))]
 
 
 class AddBias(Operation):

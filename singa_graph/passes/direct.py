@@ -1,9 +1,13 @@
-"""Direct convolutions for CPU inference plans: convs with larger kernels over small planes
-become :class:`~singa_graph.ops.conv.Conv2dDirect`, whose kernel (runtime/kernels/cpu/
-conv_direct.py) keeps output tiles in vector registers instead of running im2col and a GEMM.
+"""Direct convolutions and products for CPU inference plans: convs over small planes become
+:class:`~singa_graph.ops.conv.Conv2dDirect`, whose kernel (runtime/kernels/cpu/
+conv_direct.py) keeps output tiles in vector registers instead of running im2col and a
+GEMM, and products by a constant weight over few rows become
+:class:`~singa_graph.ops.linalg.MatMulDirect` (the same tiles, matmul_direct.py), taking
+the Add of a constant bias after them.
 
-Its weight is held in blocks of output channels, ``(O/B, kh, kw, C, B)``: a folded BatchNorm's weight is held so at no cost,
-any other weight gets a plan-owned permuted copy (counted in ``memory_report()``'s
+The convs' weights are held in blocks of output channels, ``(O/B, kh, kw, C, B)``: a
+folded BatchNorm's weight is held so at no cost, any other weight gets a plan-owned
+permuted copy (counted in ``memory_report()``'s
 ``folded_bytes``, refreshed with the folds when the parameters change). Activations stay
 NCHW, so nothing around the conv changes. The sums are taken in another order than the
 im2col kernel's (one fused multiply-add per term): results differ in the last bits, as
@@ -19,10 +23,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.conv import Conv2d, Conv2dDirect
-from .inference import _node_like
+from ..ops.linalg import MatMul, MatMulDirect
+from .inference import _node_like, _Uses
 from .layout import PermutedWeights
 
-__all__ = ["direct_convs", "wins"]
+__all__ = ["direct_convs", "direct_matmuls", "wins"]
 
 #: OIHW cut into blocks of output channels, (O/B, B, C, kh, kw) -> (O/B, kh, kw, C, B)
 BLOCKED = (0, 3, 4, 2, 1)
@@ -37,7 +42,8 @@ MIN_TERMS = 64
 #: 1x1 convs go direct on planes of at most this many pixels, from this many input
 #: channels, with two vectors of output channels: elsewhere BLAS's GEMM on the input itself
 #: wins (256 -> 128 at 16x16: 175 against 195 us; 128 -> 16 at 15x15 12 against 14), here
-#: not (1024 -> 128 at 4x4 107 -> 42, 832 -> 384 at 2x2 56 -> 37, 512 -> 128 at 8x8 92 -> 83)
+#: it loses (1024 -> 128 at 4x4 107 -> 42, 832 -> 384 at 2x2 56 -> 37, 512 -> 128 at 8x8
+#: 92 -> 83)
 POINTWISE_MAX_PIXELS, POINTWISE_MIN_CHANNELS = 64, 128
 #: 3x3 stride-1 convs with at least this many input and output channels on 16x16 planes
 #: keep Winograd: 64 -> 64 180 against 201 us, 64 -> 192 484 against 556 (128 -> 32 228
@@ -89,3 +95,52 @@ def direct_convs(graph) -> int:
     for made in weights.values():
         made.commit()
     return done
+
+
+# ---------------------------------------------------------------------- products
+#: rows (the product of ``x``'s leading axes) up to which products by a constant weight go
+#: direct. Two threads (2026-11-27), against the MatMul kernel's BLAS GEMM: 8x3072x768 671
+#: -> 256 us, 32x384x1536 238 -> 170, 128x192x768 203 -> 171, 512x384x96 185 -> 169,
+#: 2048x1536x384 11.6 -> 11.2 ms, 4096x96x384 1.47 -> 1.41 ms (beyond, untried: BLAS
+#: blocks long rows of ``x`` for its caches, the tiles do not)
+MAX_ROWS = 4096
+#: weights of fewer values keep the MatMul kernel: over short rows the tiles' fixed costs
+#: show (the small ViT's 130 x 64 x 128 with its bias: 15 against 20 us)
+MIN_WEIGHT_VALUES = 1 << 16
+
+
+def _constant(t, shape=None) -> bool:
+    return (t.creator is None and t.data is not None
+            and (shape is None or tuple(t.shape) == shape))
+
+
+def direct_matmuls(graph) -> int:
+    """Make the MatMuls of the inference graph ``graph`` by a constant 2-d weight (of at
+    least :data:`MIN_WEIGHT_VALUES` values) over at most :data:`MAX_ROWS` rows MatMulDirect, with the Add of a constant bias that is their
+    output's only reader (in place); returns how many."""
+    uses = _Uses(graph)
+    drop, replace = set(), {}
+    for n in graph.nodes:
+        if type(n.op) is not MatMul or n.op.trans_a or n.op.trans_b:
+            continue
+        x, w = n.inputs
+        (y,) = n.outputs
+        if not (_constant(w) and len(w.shape) == 2 and len(x.shape) >= 2
+                and np.dtype(y.dtype) in (np.float32, np.float64) and x.dtype == w.dtype
+                and int(np.prod(x.shape[:-1])) <= MAX_ROWS
+                and w.shape[0] * w.shape[1] >= MIN_WEIGHT_VALUES):
+            continue
+        k, cols = w.shape
+        ins, out = [x], y
+        add = uses.only(y)
+        if add is not None and add.type == "Add" and add.id not in drop:
+            bias = [t for t in add.inputs if t is not y]
+            if (len(bias) == 1 and _constant(bias[0], (cols,)) and bias[0].dtype == y.dtype
+                    and add.outputs[0].shape == y.shape):
+                ins.append(bias[0])
+                out = add.outputs[0]
+                drop.add(add.id)
+        ins.insert(1, w)
+        replace[n.id] = _node_like(n, n, MatMulDirect(bias=len(ins) == 3), ins, [out])
+    graph.nodes = [replace.get(n.id, n) for n in graph.nodes if n.id not in drop]
+    return len(replace)

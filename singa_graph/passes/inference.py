@@ -47,14 +47,14 @@ def optimize_for_inference(graph, device: str = "cpu") -> dict:
     (:mod:`.hwio`); returns how many nodes each removed (the last two: how many they
     converted): ``{'noops': .., 'batchnorms': .., 'epilogue': .., 'channels_last': ..,
     'direct': ..}``."""
-    from .direct import direct_convs
+    from .direct import direct_convs, direct_matmuls
     from .layout import channels_last
 
     done = {"noops": drop_noops(graph), "batchnorms": fold_batchnorm(graph),
             "epilogue": fuse_conv_epilogues(graph)}
     cpu = device == "cpu"
     done["channels_last"] = channels_last(graph) if cpu else 0
-    done["direct"] = direct_convs(graph) if cpu else 0
+    done["direct"] = direct_convs(graph) + direct_matmuls(graph) if cpu else 0
     return done
 
 

@@ -163,3 +163,76 @@ def test_converted_plan_matches_the_unoptimised_graph_and_follows_the_weights():
         np.testing.assert_array_equal(
             f.weight.data, np.transpose(src.reshape(o // 16, 16, *src.shape[1:]), BLOCKED))
     assert not np.allclose(plan.run([x])[0], y)
+
+
+# ---------------------------------------------------------------------- products
+@pytest.mark.parametrize("m, k, n, has_bias", [(8, 300, 768, True), (2, 64, 40, False),
+                                               (13, 17, 8, True), (35, 128, 1000, True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matmul_kernel_matches_a_float64_reference_on_any_thread_count(m, k, n, has_bias,
+                                                                       dtype):
+    from singa_graph.ops.linalg import MatMulDirect
+
+    rng = np.random.default_rng(m + k + n)
+    x = rng.standard_normal((m, k)).astype(dtype)
+    w = rng.standard_normal((k, n)).astype(dtype)
+    b = rng.standard_normal(n).astype(dtype)
+    op = MatMulDirect(bias=has_bias)
+    ins = [x.reshape(1, m, k), w] + ([b] if has_bias else [])
+    outs = []
+    for nt in (1, 2):
+        y = np.full((1, m, n), np.nan, dtype)
+        old = threads.get_num_threads()
+        threads.set_num_threads(nt)
+        try:
+            bind(op, ins, [y], ws=np.empty(workspace_bytes(op, ins, [y]), np.uint8))()
+        finally:
+            threads.set_num_threads(old)
+        outs.append(y)
+    ref = x.astype(np.float64) @ w + (b if has_bias else 0)
+    eps = np.finfo(dtype).eps
+    np.testing.assert_allclose(outs[0][0], ref, rtol=0,
+                               atol=8 * eps * np.sqrt(k) * (np.abs(ref).max() + 1))
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_the_pass_takes_products_by_constant_weights_and_their_bias():
+    def build():
+        rng = np.random.default_rng(0)
+
+        def c(*shape):
+            return _t((rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32))
+
+        x = Placeholder((2, 3, 256), dtype=np.float32, name="x")
+        h = ops.relu(ops.add(ops.matmul(x, c(256, 264)), c(264)))  # MatMulDirect+Add
+        h = ops.add(c(256), ops.matmul(h, c(264, 256)))             # bias first: still fused
+        g = ops.matmul(h, c(256, 256))                              # no bias
+        g = ops.matmul(g, c(256, 24))                               # too small
+        return Graph([ops.matmul(g, ops.transpose(g, (0, 2, 1)))], inputs=[x])  # not const
+
+    plan, plan0 = compile(build()), compile(build(), fuse=False)
+    verify(plan)
+    labels = [n.op.label for n in plan.nodes if "MatMul" in n.type]
+    assert labels == ["MatMulDirect+Add", "MatMulDirect+Add", "MatMulDirect", "MatMul",
+                      "MatMul"], labels
+    assert not any(n.type == "Add" for n in plan.nodes)
+    x = np.random.default_rng(1).standard_normal((2, 3, 256)).astype(np.float32)
+    y, y0 = plan.run([x])[0], plan0.run([x])[0]
+    np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
+
+
+@pytest.mark.parametrize("pads", [(2, 1, 0, 2), (0, 0, 0, 1), (1, 1, 1, 1)])
+def test_padding_writes_its_planes_only(pads):
+    # the parts' padded planes sit side by side in the workspace: a write past the last
+    # plane lands in the next part's scratch (a race that lost one output's sum)
+    from singa_graph.runtime.kernels.cpu.conv_direct import pad_planes
+
+    pt, pl, pb, pr = pads
+    x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5) + 1
+    hp, wp = 4 + pt + pb, 5 + pl + pr
+    p = np.full((4, hp * wp), -7.0, np.float32)
+    pad_planes(x, 1, p[:3], pt, pl, hp, wp)
+    np.testing.assert_array_equal(p[3], -7.0)
+    want = np.zeros((3, hp, wp), np.float32)
+    want[:, pt:pt + 4, pl:pl + 5] = x[1]
+    np.testing.assert_array_equal(p[:3].reshape(3, hp, wp), want)

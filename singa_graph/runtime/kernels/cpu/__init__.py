@@ -5,6 +5,7 @@ numpy ufunc / BLAS calls where a single compiled library routine already does th
 Importing this package registers every CPU kernel.
 """
 from . import (activation, attention, conv, conv_channels_last, conv_direct, conv_nd,  # noqa: F401
+               matmul_direct,
                dist,
                dropout, elementwise,
                index_nd, integer, layout, linalg, loss, norm, pool, pool_nd, quant,

@@ -71,6 +71,7 @@ def pad_planes(x, n, p, pt, pl, hp, wp):
     c_, h, w = x.shape[1], x.shape[2], x.shape[3]
     z = p.dtype.type(0)
     un = uintp(n)
+    end = uintp(hp * wp)
     for c in range(c_):
         row = p[c]
         for q in range(uintp(pt * wp + pl)):
@@ -79,9 +80,11 @@ def pad_planes(x, n, p, pt, pl, hp, wp):
             b = uintp((iy + pt) * wp + pl)
             for ix in range(w):
                 row[b + uintp(ix)] = x[un, uintp(c), uintp(iy), uintp(ix)]
-            for q in range(b + uintp(w), b + uintp(wp)):
-                row[q] = z  # this row's right and the next row's left padding
-        for q in range(uintp((h + pt) * wp + pl), uintp(hp * wp)):
+            # this row's right and the next row's left padding, never past the plane: with
+            # no bottom padding, the next channel's plane (or the next part's scratch) follows
+            for q in range(b + uintp(w), min(b + uintp(wp), end)):
+                row[q] = z
+        for q in range(uintp((h + pt) * wp + pl), end):
             row[q] = z
 
 
