@@ -65,6 +65,27 @@ def _tile(rows, vecs, x, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj,
         T11(x, 0, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
 
 
+@njit(inline="always")
+def columns(x, offs, rows_, w, wstep, wr, wv, e, es, e0, nc, kh, kw, ri, rj, rc, o0, o1, lanes):
+    """Output columns ``[o0, o1)`` of ``rows_`` rows (pixels), tile by tile: two vectors of
+    columns at a time, over every row, so a block's weights are read from memory once and
+    then from cache. Column ``o``'s block of weights starts at ``(o // lanes) * wstep``
+    (:func:`_tile`'s ``wr``, ``wv`` step inside it); row ``p`` of the output at
+    ``p*es + o - e0``."""
+    o = o0
+    while o < o1:
+        vecs = 2 if o1 - o > lanes else 1
+        tail = min(lanes, o1 - o - lanes * (vecs - 1))
+        p = 0
+        while p < rows_:
+            left = rows_ - p
+            rows = 8 if left >= 8 else (4 if left >= 4 else (2 if left >= 2 else 1))
+            _tile(rows, vecs, x, offs, p, w, (o // lanes) * wstep, wr, wv, e, p * es + o - e0,
+                  es, nc, kh, kw, ri, rj, rc, tail)
+            p += rows
+        o += lanes * vecs
+
+
 @njit(cache=True, nogil=True)
 def pad_planes(x, n, p, pt, pl, hp, wp):
     """``p[c, :hp*wp]`` = channel ``c`` of sample ``n``, zero-padded to ``hp x wp``."""
@@ -148,18 +169,8 @@ def _group(x, w, y3, xt, et, ot, bias, has_bias, res3, has_res, act, alpha, beta
     for q in range(pixels):
         s, r = q // hw, q % hw
         ot[q] = first + s * c_ * cs + (r // wo) * sh * wp + (r % wo) * sw
-    o = o0
-    while o < o1:  # a block's weights (C*kh*kw rows) are read once, then from cache
-        vecs = 2 if o1 - o > lanes else 1
-        tail = min(lanes, o1 - o - lanes * (vecs - 1))
-        p = 0
-        while p < pixels:
-            left = pixels - p
-            rows = 8 if left >= 8 else (4 if left >= 4 else (2 if left >= 2 else 1))
-            _tile(rows, vecs, flat, ot, p, w, (o // lanes) * slab, lanes, slab, et,
-                  p * ob + o - o0, ob, c_, kh, kw, dh * wp, dw, cs, tail)
-            p += rows
-        o += lanes * vecs
+    columns(flat, ot, pixels, w, slab, lanes, slab, et, ob, o0, c_, kh, kw, dh * wp, dw, cs,
+            o0, o1, lanes)
     for n in range(n0, n1):
         base = (n - n0) * hw * ob
         for o in range(o0, o1):

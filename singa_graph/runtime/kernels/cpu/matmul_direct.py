@@ -21,7 +21,7 @@ from numba import prange
 from ....runtime import threads
 from ...registry import carve, carved_bytes, kernel
 from . import simd
-from .conv_direct import _tile
+from .conv_direct import columns
 from .loops import PARALLEL_WORK, bound, loops
 
 
@@ -37,18 +37,7 @@ def _product(x, w, y, offs, bias, has_bias, parts, lanes):
     for t in prange(parts):
         o0 = min(n_, lanes * (t * nv // parts))
         o1 = min(n_, lanes * ((t + 1) * nv // parts))
-        o = o0
-        while o < o1:
-            vecs = 2 if o1 - o > lanes else 1
-            tail = min(lanes, o1 - o - lanes * (vecs - 1))
-            p = 0
-            while p < m_:
-                left = m_ - p
-                rows = 8 if left >= 8 else (4 if left >= 4 else (2 if left >= 2 else 1))
-                _tile(rows, vecs, xf, offs, p, w, o, n_, lanes, yf, p * n_ + o, n_, k_, 1, 1,
-                      0, 0, 1, tail)
-                p += rows
-            o += lanes * vecs
+        columns(xf, offs, m_, w, lanes, n_, lanes, yf, n_, 0, k_, 1, 1, 0, 0, 1, o0, o1, lanes)
         if has_bias:
             for r in range(m_):
                 for c in range(o0, o1):
