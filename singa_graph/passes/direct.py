@@ -7,9 +7,9 @@ the Add of a constant bias after them.
 
 The convs' weights are held in blocks of output channels, ``(O/B, kh, kw, C, B)``: a
 folded BatchNorm's weight is held so at no cost, any other weight gets a plan-owned
-permuted copy (counted in ``memory_report()``'s
-``folded_bytes``, refreshed with the folds when the parameters change). Activations stay
-NCHW, so nothing around the conv changes. The sums are taken in another order than the
+permuted copy (counted in ``memory_report()``'s ``folded_bytes``, refreshed with the
+folds when the parameters change). Activations stay NCHW, so nothing around the conv
+changes. The sums are taken in another order than the
 im2col kernel's (one fused multiply-add per term): results differ in the last bits, as
 for any change of kernel; tests/passes/test_direct.py bounds the difference.
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from ..ops.conv import Conv2d, Conv2dDirect
 from ..ops.linalg import MatMul, MatMulDirect
-from .inference import _node_like, _Uses
+from .inference import _is_leaf_with_data, _node_like, _Uses
 from .layout import PermutedWeights
 
 __all__ = ["direct_convs", "direct_matmuls", "wins"]
@@ -81,7 +81,7 @@ def direct_convs(graph) -> int:
         if type(n.op) is not Conv2d or len(n.inputs) < 2:
             continue
         x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
-        if not (w.creator is None and w.data is not None and len(x.shape) == 4
+        if not (_is_leaf_with_data(w) and len(x.shape) == 4
                 and wins(n.op, x.shape, w.shape, y.shape, y.dtype)):
             continue
         op = Conv2dDirect.of(n.op, w.shape[0])
@@ -109,15 +109,11 @@ MAX_ROWS = 4096
 MIN_WEIGHT_VALUES = 1 << 16
 
 
-def _constant(t, shape=None) -> bool:
-    return (t.creator is None and t.data is not None
-            and (shape is None or tuple(t.shape) == shape))
-
-
 def direct_matmuls(graph) -> int:
     """Make the MatMuls of the inference graph ``graph`` by a constant 2-d weight (of at
-    least :data:`MIN_WEIGHT_VALUES` values) over at most :data:`MAX_ROWS` rows MatMulDirect, with the Add of a constant bias that is their
-    output's only reader (in place); returns how many."""
+    least :data:`MIN_WEIGHT_VALUES` values) over at most :data:`MAX_ROWS` rows
+    MatMulDirect, with the Add of a constant bias that is their output's only reader (in
+    place); returns how many."""
     uses = _Uses(graph)
     drop, replace = set(), {}
     for n in graph.nodes:
@@ -125,7 +121,7 @@ def direct_matmuls(graph) -> int:
             continue
         x, w = n.inputs
         (y,) = n.outputs
-        if not (_constant(w) and len(w.shape) == 2 and len(x.shape) >= 2
+        if not (_is_leaf_with_data(w) and len(w.shape) == 2 and len(x.shape) >= 2
                 and np.dtype(y.dtype) in (np.float32, np.float64) and x.dtype == w.dtype
                 and int(np.prod(x.shape[:-1])) <= MAX_ROWS
                 and w.shape[0] * w.shape[1] >= MIN_WEIGHT_VALUES):
@@ -135,7 +131,8 @@ def direct_matmuls(graph) -> int:
         add = uses.only(y)
         if add is not None and add.type == "Add" and add.id not in drop:
             bias = [t for t in add.inputs if t is not y]
-            if (len(bias) == 1 and _constant(bias[0], (cols,)) and bias[0].dtype == y.dtype
+            if (len(bias) == 1 and _is_leaf_with_data(bias[0])
+                    and tuple(bias[0].shape) == (cols,) and bias[0].dtype == y.dtype
                     and add.outputs[0].shape == y.shape):
                 ins.append(bias[0])
                 out = add.outputs[0]

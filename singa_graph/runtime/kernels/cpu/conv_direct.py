@@ -5,9 +5,10 @@ passes/direct.py in CPU inference plans).
 im2col copies every input value ``kh*kw`` times and then multiplies with a BLAS GEMM that
 packs both operands again; over the small planes of squeezenet, densenet or googlenet at
 batch 2 the copies cost as much as the products (densenet121's 128 -> 32 3x3 convs at 8x8:
-35 us a sample of about 90). Here the sample's channel planes are copied once, zero-padded,
-(an unpadded conv reads the input's own), and a :func:`.simd.tile` computes a block of up to 8 output pixels by two vectors of
-output channels (32 float32, 16 float64) in vector registers: per input channel and tap,
+35 us a sample of about 90). Here the sample's channel planes are copied once,
+zero-padded (an unpadded conv reads the input's own), and a :func:`.simd.tile` computes
+a block of up to 8 output pixels by two vectors of output channels (32 float32, 16
+float64) in vector registers: per input channel and tap,
 one weight vector per ``B`` output channels and one broadcast input value per pixel, each
 fed to a fused multiply-add. Nothing is computed for padding lanes or wrapped-around
 columns, and any stride and dilation work the same way: a pixel's inputs are found from
@@ -131,9 +132,9 @@ def plan_parts(n, o, pixels, nt, lanes, weight_bytes):
 def _forward(x, w, y3, xp, e, offs, bias, has_bias, res3, has_res, act, alpha, beta, consts,
              geo, group, parts, blocks, lanes):
     """``y3 = act(conv(x, w) + bias + res3)`` over ``parts`` parts; ``w`` the flat
-    ``(O/lanes, kh, kw, C, lanes)`` weight, ``y3``/``res3`` ``(N, O, ho*wo)``, ``xp``/``e``/``offs``
-    each part's padded planes ``(group*C, hp*wp)``, sums ``(group*ho*wo*O)`` and pixel
-    offsets; ``geo`` is ``(kh, kw, sh, sw, pt, pl, dh, dw, hp, wp)``."""
+    ``(O/lanes, kh, kw, C, lanes)`` weight, ``y3``/``res3`` ``(N, O, ho*wo)``,
+    ``xp``/``e``/``offs`` each part's padded planes ``(group*C, hp*wp)``, sums
+    ``(group*ho*wo*O)`` and pixel offsets; ``geo`` is ``(kh, kw, sh, sw, pt, pl, dh, dw, hp, wp)``."""
     n_, o_ = x.shape[0], y3.shape[1]
     nv = (o_ + lanes - 1) // lanes
     groups, across = (n_ + group - 1) // group, parts // blocks
@@ -216,7 +217,7 @@ def _workspace(op, ins, outs):
 def conv2d_direct(op, ins, outs, ws):
     x, w = ins[0], ins[1]  # w: (O/B, kh, kw, C, B)
     (y,) = outs
-    nb, kh, kw, c, b = w.shape
+    _, kh, kw, c, b = w.shape
     o = y.shape[1]  # the last block may be filled up with zeros
     if b != simd.lanes(y.dtype):
         raise ValueError(f"Conv2dDirect's kernel reads blocks of {simd.lanes(y.dtype)} output "

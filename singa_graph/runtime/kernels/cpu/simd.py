@@ -47,7 +47,8 @@ def _masked(builder, vt, width):
     ptr = f"p0{suffix}" if ir_layer_typed_pointers_enabled else "p0"
     mt = ir.VectorType(_I1, vt.count)
     load = cgutils.get_or_insert_function(
-        builder.module, ir.FunctionType(vt, [pt, _I32, mt, vt]), f"llvm.masked.load.{suffix}.{ptr}")
+        builder.module, ir.FunctionType(vt, [pt, _I32, mt, vt]),
+        f"llvm.masked.load.{suffix}.{ptr}")
     store = cgutils.get_or_insert_function(
         builder.module, ir.FunctionType(ir.VoidType(), [vt, pt, _I32, mt]),
         f"llvm.masked.store.{suffix}.{ptr}")
@@ -104,8 +105,8 @@ def tile(R: int, V: int):
             masks = [full] * (V - 1) + [last]
             rows = [builder.add(xo_, builder.load(at(op, builder.add(p0_, const(r)))))
                     for r in range(R)]
-            acc = [[cgutils.alloca_once_value(builder, ir.Constant(vt, [0.0] * n))
-                    for _ in range(V)] for _ in range(R)]
+            # zeroed on every call: an inlined tile runs inside its caller's loops
+            acc = [[cgutils.alloca_once(builder, vt) for _ in range(V)] for _ in range(R)]
             for r in range(R):
                 for v in range(V):
                     builder.store(ir.Constant(vt, [0.0] * n), acc[r][v])
