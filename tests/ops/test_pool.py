@@ -218,3 +218,21 @@ def test_both_max_pool_layouts_match_the_fold_on_nan_and_zero_heavy_planes(size,
     want = _fold_max(x, k, s, p, y.shape[2], y.shape[3])
     np.testing.assert_array_equal(y, want)
     assert (np.signbit(y) == np.signbit(want)).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k,s,p,ceil", [(3, 1, 1, False), (3, 2, 1, True), (2, 1, 0, True),
+                                        (4, 2, 1, False), (5, 2, 2, True), (3, 3, 1, True)])
+def test_vector_rows_match_the_fold_over_several_registers(k, s, p, ceil, dtype):
+    # rows of 20-40 outputs take two or three vectors (16 float32 or 8 float64 lanes), so
+    # full, partial and border chunks all meet NaNs and zeros of either sign; stride 3
+    # runs the scalar fold
+    g = np.random.default_rng(k * 10 + s)
+    x = g.standard_normal((2, 3, 9, 41)).astype(dtype)
+    x[g.random(x.shape) < 0.3] = 0.0
+    x[g.random(x.shape) < 0.15] = -0.0
+    x[g.random(x.shape) < 0.1] = np.nan
+    y = eager(lambda t: ops.max_pool2d(t, k, s, p, ceil_mode=ceil), x)
+    want = _fold_max(x, k, s, p, y.shape[2], y.shape[3])
+    np.testing.assert_array_equal(y, want)
+    assert (np.signbit(y) == np.signbit(want)).all()

@@ -1,14 +1,13 @@
-"""Max pooling forward with the channels innermost, on small planes of many channels
+"""Max pooling forward with the channels innermost, on tiny planes of many channels
 (runtime/kernels/cpu/pool.py runs the others plane by plane).
 
-The 2x2 to 16x16 planes of googlenet and squeezenet at 64x64 have rows too short for a
-vector loop (LLVM's loops take 16-64 floats a step), and pooling them plane by plane ran
-15x slower than onnxruntime. Here a unit of work, a range of channels of one sample, is
-transposed into planned workspace as ``(H*W, cc)``, and each output pixel folds its
-window's cells in row-major order as vector loops over the ``cc`` channels, then the result
-is transposed back. That is the plane-by-plane fold itself (the first maximum kept,
-``v > m``, so a NaN in a window's first cell stays and later ones are skipped), so the
-results are the same bit for bit.
+pool.py folds a row of outputs in one vector register (simd.window_max), so an output row of
+2-4 values leaves most of the register's lanes idle. Here a unit of work, a range of
+channels of one sample, is transposed into planned workspace as ``(H*W, cc)``, and each
+output pixel folds its window's cells in row-major order as vector loops over the ``cc``
+channels, then the result is transposed back. That is the plane-by-plane fold itself (the
+first maximum kept, ``v > m``, so a NaN in a window's first cell stays and later ones are
+skipped), so the results are the same bit for bit.
 """
 import numpy as np
 from numba import prange, uintp
@@ -17,12 +16,10 @@ from .depthwise_channels_last import planes_to_rows, rows_to_planes, units_of
 from .loops import bound, loops, pick
 
 #: output planes up to which, and channels from which, max pooling runs channels
-#: innermost. Measured at batch 2 (one thread, 2026-11-26), 3x3 windows, against the
-#: plane-by-plane loops: 832 channels at 2x2 9 us (88), 512 at 4x4 21 (181), 192 at 8x8
-#: 32 (177), 192 at 16x16 to 8x8 84 (170), 256 at 7x7 to 3x3 45 (60); even at 64 at 31x31
-#: to 15x15 (132 against 128) and 128 at 15x15 to 7x7 (82, 86); 16 channels at 32x32 to
-#: 16x16, batch 32, took 815 against 601.
-SMALL_PLANE, MIN_CHANNELS = 256, 64
+#: innermost. Measured at batch 2 (2 threads, 2026-11-27), 3x3 windows, against pool.py's
+#: vector rows: 256 channels at 7x7 to 3x3 17 us (28); 128 at 15x15 to 7x7 19 (16), 480
+#: at 8x8 to 8x8 33 (35), 192 at 16x16 to 8x8 31 (29), 64 at 31x31 to 15x15 48 (16).
+SMALL_PLANE, MIN_CHANNELS = 16, 64
 
 
 def chosen(x_shape, y_shape) -> bool:

@@ -1,6 +1,8 @@
 """Pooling kernels: Numba loops, parallel over the N*C planes.
 
-Max and average share one forward and one backward function (an ``is_max`` flag), which
+Max pooling's forward folds a row of outputs in vector registers (simd.window_max, strides
+1 and 2), tiny planes of many channels with the channels innermost (max_pool.py). The
+average's forward and both backwards share one function each (an ``is_max`` flag), which
 halves the number of compiled variants. Windows are clipped to the real input, which is the
 same as padding with -inf (max) or with zeros excluded from the count (average). With
 ``include_pad`` the divisor counts a window's cells inside the explicitly padded input
@@ -11,74 +13,74 @@ The common 2x2, stride 2, unpadded case (where ceil mode adds no partial window)
 loops (``_POOL2_*``): each output row reads two contiguous input rows and vectorises; the
 backward writes every dx cell once. The max backward recomputes the argmax from x, taking
 the first maximum in row-major window order in both paths (as cuDNN and PyTorch do), and can
-mask its result with a ReLU's output (``relu``, set by passes/fuse.py). Max pooling on
-small planes of many channels runs channels innermost instead (max_pool.py).
+mask its result with a ReLU's output (``relu``, set by passes/fuse.py).
 """
 import numpy as np
 from numba import njit, prange, uintp
 
 from ... import threads
 from ...registry import carve, carved_bytes, kernel
-from . import max_pool
+from . import max_pool, simd
 from .loops import bound, loops, pick
 from .reduce import mean_planes
 
+# strides 1 and 2, windows 3 wide (unrolled) or any width
+_WMAX_13, _WMAX_23 = simd.window_max(1, 3), simd.window_max(2, 3)
+_WMAX_1, _WMAX_2 = simd.window_max(1), simd.window_max(2)
+
 
 @njit(cache=True, nogil=True)
-def _max_rows(xp, yr, ya, yb, kw, sw, pl, oa, ob):
-    """``yr[ox]`` for ``oa <= ox < ob``, whose windows (rows ``[ya, yb)``, columns
-    ``ox*sw - pl + [0, kw)``) lie inside the plane: the max fold of the general loop with
-    the window cells outside and the outputs inside."""
-    if ob <= oa:
-        return
-    us = uintp(sw)
-    base = uintp(oa * sw - pl)
-    r0 = xp[ya]
-    for ox in range(ob - oa):
-        yr[uintp(oa + ox)] = r0[base + uintp(ox) * us]
-    for iy in range(ya, yb):
-        r = xp[iy]
-        for j in range(1 if iy == ya else 0, kw):
-            b = base + uintp(j)
-            for ox in range(ob - oa):
-                u = uintp(ox)
-                v = r[b + u * us]
-                m = yr[uintp(oa) + u]
-                yr[uintp(oa) + u] = v if v > m else m
+def _max_plane(x, y, xo, yo, h, w, ho, wo, kh, kw, sh, sw, pt, pl):
+    """``y[yo + oy*wo + ox]`` of the plane ``x[xo:xo + h*w]``: the max fold of the window's
+    cells inside the plane in row-major order, the first maximum kept (``v > m``), so a NaN
+    in front stays and later NaNs are skipped. Strides 1 and 2 fold a row of outputs in
+    vector registers (simd.window_max); flat offsets, not per-row views, since a view
+    costs a reference count pair, more than a short row's work."""
+    for oy in range(ho):
+        y0 = oy * sh - pt
+        ya, yb = max(y0, 0), min(y0 + kh, h)
+        xs, yr = xo + ya * w, yo + oy * wo
+        if sw == 1 and kw == 3:
+            _WMAX_13(x, xs, w, yb - ya, kw, -pl, w, y, yr, wo)
+        elif sw == 2 and kw == 3:
+            _WMAX_23(x, xs, w, yb - ya, kw, -pl, w, y, yr, wo)
+        elif sw == 1:
+            _WMAX_1(x, xs, w, yb - ya, kw, -pl, w, y, yr, wo)
+        elif sw == 2:
+            _WMAX_2(x, xs, w, yb - ya, kw, -pl, w, y, yr, wo)
+        else:
+            for ox in range(wo):
+                x0 = ox * sw - pl
+                xa, xb = max(x0, 0), min(x0 + kw, w)
+                m = x[xs + xa]
+                for iy in range(yb - ya):
+                    for ix in range(xa, xb):
+                        v = x[xs + iy * w + ix]
+                        m = v if v > m else m
+                y[yr + ox] = m
 
 
 @loops
-def _POOL_FWD(x, y, kh, kw, sh, sw, pt, pl, pb, pr, is_max, include_pad):
+def _MAX_POOL_FWD(x, y, dims, kh, kw, sh, sw, pt, pl):
+    """``x`` and ``y`` flat, ``dims`` ``(N*C, H, W, Ho, Wo)``."""
+    planes, h, w, ho, wo = dims
+    for t in prange(planes):
+        _max_plane(x, y, t * h * w, t * ho * wo, h, w, ho, wo, kh, kw, sh, sw, pt, pl)
+
+
+@loops
+def _AVG_POOL_FWD(x, y, kh, kw, sh, sw, pt, pl, pb, pr, include_pad):
     n_, c_, h, w = x.shape
     ho, wo = y.shape[2], y.shape[3]
     for t in prange(n_ * c_):
-        n, c = t // c_, t % c_
-        xp, yp = x[n, c], y[n, c]
-        for oy in range(ho):
-            y0 = oy * sh - pt
-            ya, yb = max(y0, 0), min(y0 + kh, h)
-            ny = min(y0 + kh, h + pb) - y0  # rows counted with include_pad
-            yr = yp[oy]
-            if is_max:
-                # outputs whose window lies inside the row: the same fold (the window's
-                # cells in row-major order, the first maximum kept, a NaN in front kept)
-                # with the cells outside and the outputs inside, so it vectorises
-                oa = min(wo, (pl + sw - 1) // sw)
-                ob = max(oa, min(wo, (w - kw + pl) // sw + 1))
-                _max_rows(xp, yr, ya, yb, kw, sw, pl, oa, ob)
-                for k in range(oa + wo - ob):  # the outputs at the borders
-                    ox = k if k < oa else ob + k - oa
-                    x0 = ox * sw - pl
-                    xa, xb = max(x0, 0), min(x0 + kw, w)
-                    m = xp[ya, xa]
-                    for iy in range(ya, yb):
-                        r = xp[iy]
-                        for ix in range(xa, xb):
-                            v = r[ix]
-                            if v > m:
-                                m = v
-                    yr[ox] = m
-            else:
+        if True:
+            n, c = t // c_, t % c_
+            xp, yp = x[n, c], y[n, c]
+            for oy in range(ho):
+                y0 = oy * sh - pt
+                ya, yb = max(y0, 0), min(y0 + kh, h)
+                ny = min(y0 + kh, h + pb) - y0  # rows counted with include_pad
+                yr = yp[oy]
                 for ox in range(wo):
                     x0 = ox * sw - pl
                     xa, xb = max(x0, 0), min(x0 + kw, w)
@@ -87,7 +89,8 @@ def _POOL_FWD(x, y, kh, kw, sh, sw, pt, pl, pb, pr, is_max, include_pad):
                         r = xp[iy]
                         for ix in range(xa, xb):
                             s += r[ix]
-                    cnt = ny * (min(x0 + kw, w + pr) - x0) if include_pad else (yb - ya) * (xb - xa)
+                    cnt = (ny * (min(x0 + kw, w + pr) - x0) if include_pad
+                           else (yb - ya) * (xb - xa))
                     yr[ox] = s / cnt
 
 
@@ -275,7 +278,17 @@ def _max_pool_ws(op, ins, outs):
 def max_pool2d(op, ins, outs, ws):
     spec = _max_pool_spec(op, ins, outs)
     if spec is None:
-        return pool2d(op, ins, outs)
+        (x,), (y,) = ins, outs
+        fast = _bind2(_POOL2_FWD, op, x.shape, y)
+        if fast:
+            return bound(fast[0], x, y, True)
+        (kh, kw), (sh, sw), (pt, pl, _, _) = op.kernel, op.stride, op.padding
+        xf, yf = x.reshape(-1), y.reshape(-1)
+        if not (np.may_share_memory(xf, x) and np.may_share_memory(yf, y)):
+            raise ValueError("max pooling needs contiguous arrays")
+        dims = (x.shape[0] * x.shape[1], *x.shape[2:], *y.shape[2:])
+        return bound(pick(_MAX_POOL_FWD, y.size * kh * kw), xf, yf, dims, kh, kw, sh, sw,
+                     pt, pl)
     (scratch,) = carve(ws, spec[0])
     return max_pool.bind(ins[0], outs[0], op, scratch, spec[1], spec[2])
 
@@ -285,10 +298,9 @@ def pool2d(op, ins, outs):
     (x,), (y,) = ins, outs
     fast = _bind2(_POOL2_FWD, op, x.shape, y)
     if fast:
-        fwd2, is_max = fast
-        return bound(fwd2, x, y, is_max)
-    fwd, args = _bind(_POOL_FWD, op, y)
-    return bound(fwd, x, y, *args)
+        return bound(fast[0], x, y, False)
+    fwd, args = _bind(_AVG_POOL_FWD, op, y)
+    return bound(fwd, x, y, *args[:8], args[9])
 
 
 @kernel("MaxPool2dGrad")
