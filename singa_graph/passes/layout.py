@@ -89,6 +89,10 @@ class PermutedWeights:
             self.permuted[id(w)] = Permuted(w, self.perm, self.block)
         return self.permuted[id(w)].weight
 
+    def free(self, w) -> bool:
+        """Whether ``w`` is held in the new layout at no cost (a folded BatchNorm's)."""
+        return id(w) in self.folded
+
     def commit(self) -> None:
         self.graph.__dict__.setdefault("folds", []).extend(self.permuted.values())
 
@@ -190,11 +194,13 @@ def _chains(graph, kinds, uses) -> set:
             and depthwise[find(i)] >= len(ends.get(find(i), ()))}
 
 
-#: pointwise convs over at most this many pixels (batch included) keep their weight as
-#: ``(O, C, 1, 1)``: their kernel multiplies its rows with the pixels (as the NCHW kernel
-#: does over few columns), where a GEMM over so few rows ran 2-3x slower (mobilenet_v2 at
-#: 2x2, batch 2: 960 -> 320 channels 140 us against 41); over 32 pixels the GEMM won
-#: (384 -> 64 at 4x4: 10 us against 18)
+#: pointwise convs over at most this many pixels (batch included) whose weight is not a
+#: BatchNorm fold keep it as ``(O, C, 1, 1)`` rather than hold a copy: their kernel
+#: multiplies its rows with the pixels (as the NCHW kernel does over few columns), where a
+#: GEMM over so few rows ran 2-3x slower (mobilenet_v2 at 2x2, batch 2: 960 -> 320
+#: channels 140 us against 41). A fold is held ``(C, O)`` for free, and the register tiles
+#: (conv_channels_last.TILES) beat the dot products on it: mnasnet0_5's 160 -> 1280 at 2x2
+#: 25 -> 20 us, 96 -> 576 11 -> 8
 FEW_PIXELS = 16
 
 
@@ -254,7 +260,8 @@ class _Rewriter:
         if conv:
             op = Conv2dNHWC.__new__(Conv2dNHWC)
             op.__dict__.update(n.op.__dict__)
-            if kind == "pointwise" and _few_pixels(n.inputs[0].shape):
+            if (kind == "pointwise" and _few_pixels(n.inputs[0].shape)
+                    and not self.weight.free(n.inputs[1])):
                 op.weight_layout = "OIHW"  # as it is: its rows are the dot products' operand
             else:
                 ins[1] = self.weight(n.inputs[1])

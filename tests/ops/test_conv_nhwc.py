@@ -48,6 +48,7 @@ def _act(y, act):
 
 CASES = [  # (n, c, h, o, k, stride, dilation, groups)
     (2, 16, 12, 24, 1, 1, 1, 1),    # pointwise, GEMM over pixel rows
+    (2, 16, 8, 40, 1, 1, 1, 1),     # pointwise on the register tiles, rows split
     (1, 300, 3, 40, 1, 1, 1, 1),    # pointwise over few pixels, dot products (C >= 256)
     (2, 40, 2, 72, 1, 1, 1, 1),     # pointwise over few pixels, columns (C < 256)
     (2, 24, 9, 24, 3, 1, 1, 24),    # depthwise by rows (stride 1, wide)
@@ -105,6 +106,33 @@ def test_conv_nhwc_serial_and_parallel_twins_agree(case, monkeypatch):
         monkeypatch.setattr(kernels, "PARALLEL_MACS", macs)
         out.append(op(_t(x), _t(w)).data)
     np.testing.assert_array_equal(out[0], out[1])
+
+
+@pytest.mark.parametrize("n,c,h,o", [(2, 96, 2, 200), (1, 40, 3, 70), (2, 8, 1, 1000)])
+def test_pointwise_tiles_over_few_pixels(n, c, h, o, monkeypatch):
+    """A (C, O) weight over few pixels (a BatchNorm fold's) runs on the register tiles,
+    split by output columns: every column block's epilogue (bias, residual, ReLU6) lands
+    on its own columns, and the threads do not change a bit."""
+    from singa_graph.runtime.kernels.cpu import conv_channels_last as kernels
+
+    rng = np.random.default_rng(n * c + o)
+    x = rng.standard_normal((n, c, h, h)).astype(np.float32)
+    w = (rng.standard_normal((o, c, 1, 1)) / np.sqrt(c)).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    ref = _reference(x, w, b, 1, 0, 1, 1)
+    r = rng.standard_normal(ref.shape).astype(np.float32)
+    ref = _act(ref + r, "relu6")
+    op = Conv2dNHWC(1, 0, 1, 1, act="relu6", residual=True)
+    ins = [_t(np.ascontiguousarray(a)) for a in (x.transpose(0, 2, 3, 1),
+                                                 w.transpose(2, 3, 1, 0), b,
+                                                 r.transpose(0, 2, 3, 1))]
+    out = []
+    for macs in (0, 1 << 62):
+        monkeypatch.setattr(kernels, "PARALLEL_MACS", macs)
+        out.append(op(*ins).data)
+    np.testing.assert_array_equal(out[0], out[1])
+    np.testing.assert_allclose(out[0].transpose(0, 3, 1, 2), ref, rtol=2e-5,
+                               atol=2e-5 * np.abs(ref).max())
 
 
 def test_conv_nhwc_refuses_what_it_has_no_kernel_for():

@@ -23,6 +23,7 @@ SAFE = {
     "dots.products": "called only by fast-math kernels (pointwise.forward, dots._ROWS)",
     "dots.dot44": "called only through dots.products",
     "dots.dot4": "called only through dots.products",
+    "dots.dot2": "called only through dots.products",
     "dots.dot1": "called only through dots.products",
 }
 

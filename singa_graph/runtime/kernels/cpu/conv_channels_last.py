@@ -5,9 +5,11 @@ NCHW both pay for the layout: a pointwise conv is one GEMM per sample over a sho
 wide ``(C x H*W)`` operand, and a depthwise conv that runs channels innermost
 (depthwise_channels_last.py) transposes its input and output. With the activations
 channels-last, a pointwise conv is ``(N*H*W x C) @ (C x O)``: one product for the whole
-batch, cut into blocks of rows (one range of them per thread, each range in blocks small
-enough for OpenBLAS's small-matrix kernels, :data:`blas.SMALL_PRODUCT`), each block
-finished by the conv epilogue while it is in cache. Over few rows (``weight_layout``
+batch. Over at most :data:`TILE_ROWS` pixels it runs on the register tiles of
+matmul_direct.py, reading the weight in place; over more it is cut into blocks of rows
+(one range of them per thread, each range in blocks small enough for OpenBLAS's
+small-matrix kernels, :data:`blas.SMALL_PRODUCT`). Each block is finished by the conv
+epilogue while it is in cache. Over few rows (``weight_layout``
 "OIHW") the weight's rows multiply the pixels: with many channels as dot products on the
 pixels as they are (pointwise.py transposes them first), with few as the NCHW kernel's
 product. A depthwise conv reads each tap's input pixel as a run of channels in place and
@@ -26,7 +28,7 @@ from numba import njit, prange, uintp
 from ....runtime import threads
 from ....ops.conv import pointwise_nhwc
 from ...registry import carve, carved_bytes, kernel
-from . import blas
+from . import blas, matmul_direct, simd
 from .depthwise_channels_last import unit_channels, units_of
 from .dots import FAST, block_of, products
 from .epilogue import act_args, act_code, rows_epilogue
@@ -160,6 +162,23 @@ _DEPTHWISE = loops(depthwise, nogil=True)
 #: net's squeeze-and-excitation blocks and last stages do a few thousand multiply-adds
 PARALLEL_MACS = 1 << 16
 
+#: pointwise convs (``(C, O)`` weights) over at most this many pixels run on the register
+#: tiles (matmul_direct.product), more on OpenBLAS. Two threads, 2026-11-27, GEMM against
+#: tiles in us: 2x2 pixels at batch 2, 160 -> 1280 60 against 20 (25 for the dot products
+#: of an ``(O, C)`` weight), 576 -> 96 10 against 7; 7x7 at batch 1, 960 -> 160 117
+#: against 76; even at 8x8 (128 pixels) and 4x4; from 512 pixels with few channels the
+#: GEMM wins by 5-15% (96 -> 24 at 16x16: 16 against 19; 24 -> 144 at 56x56, batch 8:
+#: 1197 against 1386)
+TILE_ROWS = 256
+
+
+def _tiles(op, w_shape, rows) -> bool:
+    """Whether a Conv2dNHWC of (HWIO) weight shape ``w_shape`` over ``rows`` pixels runs on
+    the register tiles."""
+    kh, kw, c, o = w_shape
+    return (op.weight_layout != "OIHW" and rows <= TILE_ROWS
+            and pointwise_nhwc(op, (o, c, kh, kw)))
+
 
 # ---------------------------------------------------------------------------- the op
 def _depthwise_plan(op, x_shape, w_shape, y_shape):
@@ -186,6 +205,8 @@ def _workspace(op, ins, outs):
     if op.weight_layout == "OIHW":
         return carved_bytes(*_columns_spec(w.shape, (y.size // w.shape[0], w.shape[0]),
                                            y.dtype))
+    if _tiles(op, w.shape, y.size // w.shape[3]):
+        return carved_bytes(((y.size // w.shape[3],), "int64"))
     return 0
 
 
@@ -219,6 +240,12 @@ def conv2d_nhwc(op, ins, outs, ws):
         cols, yt = carve(ws, *_columns_spec(w.shape, y2.shape, y.dtype))
         return bound(_COLUMNS[par], x2, w.reshape(o, c), cols, yt, y2, *epi,
                      max(1, min(nt, o // 16, rows)), blas.HANDLE)
+    if _tiles(op, w.shape, rows):
+        (offs,) = carve(ws, ((rows,), "int64"))
+        lanes = simd.lanes(y.dtype)
+        parts, by_rows = matmul_direct.split(rows, o, lanes, nt, w.nbytes)
+        return bound(matmul_direct.PRODUCT[par and parts > 1], x2, w.reshape(-1), y2, offs,
+                     *epi, parts, by_rows, lanes)
     parts = max(1, min(nt, -(-rows // 16)))
     return bound(_GEMM[par], x2, w.reshape(c, o), y2, *epi, parts, _rows_block(c, o),
                  blas.HANDLE)
