@@ -135,6 +135,44 @@ def test_pointwise_tiles_over_few_pixels(n, c, h, o, monkeypatch):
                                atol=2e-5 * np.abs(ref).max())
 
 
+# (n, c, h, w, k, stride, pad, dilation): borders on every side, pads over the kernel,
+# dilation, stride 3, channel counts that leave a partial vector or need several blocks
+DEPTHWISE_TILES = [(2, 37, 9, 11, 3, 1, 1, 1), (1, 70, 8, 8, 5, 2, 2, 1),
+                   (2, 16, 10, 9, 3, 2, 1, 2), (1, 24, 7, 12, 3, 3, 1, 1),
+                   (2, 19, 3, 3, 3, 2, 4, 1), (1, 8, 2, 2, 5, 1, 2, 1),
+                   (1, 130, 6, 5, 7, 1, 3, 1)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", DEPTHWISE_TILES)
+def test_depthwise_tiles_are_the_loop_kernels_sums(case, dtype, monkeypatch):
+    """The register tiles (simd.depthwise_tile) add each output's taps inside the input in
+    the order of the NCHW channels-innermost loop kernel: the same values bit for bit,
+    NaNs and signed zeros included; the ReLU in the tiles' registers is the formula's."""
+    from singa_graph import ops
+    from singa_graph.runtime.kernels.cpu import depthwise
+    from helpers import eager
+
+    n, c, h, w, k, s, p, d = case
+    monkeypatch.setattr(depthwise, "LAST_PLANE", 1 << 30)
+    monkeypatch.setattr(depthwise, "LAST_PLANE_STRIDED", 1 << 30)
+    rng = np.random.default_rng(c + h)
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    x[rng.random(x.shape) < 0.05] = np.nan
+    x[rng.random(x.shape) < 0.1] = -0.0
+    W = rng.standard_normal((c, 1, k, k)).astype(dtype)
+    b = rng.standard_normal(c).astype(dtype)
+    xl, wl = (np.ascontiguousarray(a) for a in (x.transpose(0, 2, 3, 1), W.transpose(2, 3, 1, 0)))
+    for bias in (b, None):
+        extra = [] if bias is None else [bias]
+        want = eager(lambda *t: ops.Conv2d(s, p, d, c)(*t), x, W, *extra)
+        for act in ("", "relu"):
+            got = Conv2dNHWC(s, p, d, c, act=act)(*[_t(a) for a in [xl, wl] + extra]).data
+            ref = np.where((want > 0) | np.isnan(want), want, 0).astype(dtype) if act else want
+            np.testing.assert_array_equal(got.transpose(0, 3, 1, 2), ref)
+            assert (np.signbit(got.transpose(0, 3, 1, 2)) == np.signbit(ref)).all()
+
+
 def test_conv_nhwc_refuses_what_it_has_no_kernel_for():
     with pytest.raises(Exception, match="pointwise and depthwise"):
         Conv2dNHWC(1, 1)(_t(np.zeros((1, 5, 5, 4), np.float32)),

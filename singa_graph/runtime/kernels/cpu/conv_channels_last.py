@@ -12,16 +12,20 @@ small-matrix kernels, :data:`blas.SMALL_PRODUCT`). Each block is finished by the
 epilogue while it is in cache. Over few rows (``weight_layout``
 "OIHW") the weight's rows multiply the pixels: with many channels as dot products on the
 pixels as they are (pointwise.py transposes them first), with few as the NCHW kernel's
-product. A depthwise conv reads each tap's input pixel as a run of channels in place and
-accumulates straight into the output rows, with no scratch at all. (A variant that added
-each tap to a whole output row in one flat loop, its weights repeated along the row in
-workspace, ran 2x faster on one thread for 32 channels at 32x32 but slower everywhere
-else on two, 3x at 384 channels of 4x4: not kept.)
+product. A depthwise conv runs on register tiles (simd.depthwise_tile): 4 output pixels
+by up to 64 channels, their sums in registers over all taps, each tap's input pixels read
+as runs of channels in place, with no scratch at all; pixels by the borders take only
+their taps inside the input. The loop that added every tap into the output rows in memory
+ran 2-2.8x slower on one thread (48 channels at 16x16, batch 2: 31 -> 13 us; 96 at 32x32,
+stride 2: 54 -> 26) and 1.2-2.1x on two. (A variant that added each tap to a whole output
+row in one flat loop, its weights repeated along the row in workspace, was not kept
+either: slower than that loop everywhere but 32 channels at 32x32.)
 
 Every output element is computed by one thread in an order fixed by the shapes, so
 results do not depend on the thread count. They differ in the last bits from the NCHW
 kernels' (another GEMM blocking); the depthwise sums are the NCHW channels-innermost
-kernel's, in the same order.
+kernel's, in the same order (a ReLU without a residual is applied in the tiles' registers,
+the others by the epilogue).
 """
 from numba import njit, prange, uintp
 
@@ -31,7 +35,7 @@ from ...registry import carve, carved_bytes, kernel
 from . import blas, matmul_direct, simd
 from .depthwise_channels_last import unit_channels, units_of
 from .dots import FAST, block_of, products
-from .epilogue import act_args, act_code, rows_epilogue
+from .epilogue import NONE, RELU, act_args, act_code, rows_epilogue
 from .loops import bound, loops
 from .pointwise import MIN_CHANNELS
 
@@ -94,36 +98,77 @@ def pointwise_columns(x2, w2, cols, yt, y2, bias, has_bias, res2, has_res, act, 
                       consts)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _tile(R, V, x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
+          ys, tail):
+    """simd.depthwise_tile(R, V) for R in (4, 1), V in 1-4: Numba needs each intrinsic
+    called by its name."""
+    if R == 4:
+        if V == 4:
+            _T44(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
+                 ys, tail)
+        elif V == 3:
+            _T43(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
+                 ys, tail)
+        elif V == 2:
+            _T42(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
+                 ys, tail)
+        else:
+            _T41(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
+                 ys, tail)
+    elif V == 4:
+        _T14(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo, ys,
+             tail)
+    elif V == 3:
+        _T13(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo, ys,
+             tail)
+    elif V == 2:
+        _T12(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo, ys,
+             tail)
+    else:
+        _T11(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo, ys,
+             tail)
+
+
 @njit(cache=True, nogil=True)
-def _taps_by_rows(y, x, wt, geo, dims, n, c0, c1):
-    """Channels ``[c0, c1)`` of sample ``n``: for each output row, each tap is added to
-    the row's pixels it reaches, found once per (row, tap), as a loop over those pixels
-    and the channels, with no bounds test per pixel (per pixel and tap, they cost more
-    than the few vectors of 32 channels). Every element still takes its taps in
-    ``(i, j)`` order after the bias, as the NCHW kernel's
-    (depthwise_channels_last._tap_products) does."""
+def _unit_taps(y, x, wt, bias, has_bias, relu, geo, dims, n, c0, c1, lanes):
+    """Channels ``[c0, c1)`` of sample ``n`` on the register tiles (simd.depthwise_tile),
+    up to 4 vectors of channels at a time: in each output row the pixels whose taps lie
+    inside the input's columns 4 at a time, the pixels by the left and right borders one
+    by one with their taps cut to those inside, and the rows by the top and bottom borders
+    with their tap rows cut the same way. Every output takes the bias, then its taps
+    inside the input in row-major order, as the loop kernels do."""
     kh, kw, s, pt, pl, dh, dw = geo
     _, c_, h, wi, _, ho, wo = dims
+    # output columns whose taps all read inside the row
+    xa = min(wo, (pl + s - 1) // s)
+    xb = max(xa, min(wo, (wi - 1 - (kw - 1) * dw + pl) // s + 1))
     for oy in range(ho):
-        for i in range(kh):
-            iy = oy * s - pt + i * dh
-            if iy < 0 or iy >= h:
-                continue
-            for j in range(kw):
-                off = j * dw - pl  # input column of output column ox: ox * s + off
-                ox0 = max(0, (-off + s - 1) // s)
-                ox1 = min(wo, (wi - 1 - off) // s + 1)
-                tb = uintp((i * kw + j) * c_ + c0)
-                for ox in range(ox0, ox1):
-                    pb = uintp(((n * ho + oy) * wo + ox) * c_ + c0)
-                    qb = uintp(((n * h + iy) * wi + ox * s + off) * c_ + c0)
-                    for c in range(c1 - c0):
-                        u = uintp(c)
-                        y[pb + u] += wt[tb + u] * x[qb + u]
+        y0 = oy * s - pt
+        i0 = max(0, (dh - 1 - y0) // dh)  # the tap rows inside: 0 <= y0 + i*dh < h
+        i1 = min(kh, (h - 1 - y0) // dh + 1)
+        yrow = (n * ho + oy) * wo
+        for cb in range(c0, c1, 4 * lanes):
+            nv = min(4, (c1 - cb + lanes - 1) // lanes)
+            tail = c1 - cb - (nv - 1) * lanes
+            ox = 0
+            while ox < wo:
+                r, j0, j1 = 1, 0, kw
+                x0 = ox * s - pl
+                if xa <= ox < xb:
+                    r = 4 if xb - ox >= 4 else 1
+                else:
+                    j0 = max(0, (dw - 1 - x0) // dw)
+                    j1 = min(kw, (wi - 1 - x0) // dw + 1)
+                _tile(r, nv, x, ((n * h + y0 + i0 * dh) * wi + x0 + j0 * dw) * c_ + cb,
+                      s * c_, dh * wi * c_, dw * c_, i1 - i0, j1 - j0, wt,
+                      (i0 * kw + j0) * c_ + cb, kw * c_, c_, bias, cb, has_bias, relu, y,
+                      (yrow + ox) * c_ + cb, c_, tail)
+                ox += r
 
 
 def depthwise(x, wt, y, y2, bias, has_bias, res2, has_res, act, alpha, beta, consts, geo,
-              dims, parts, per_sample):
+              dims, parts, per_sample, lanes):
     """``y = act(depthwise_conv(x, w) + bias + res)`` on flat NHWC ``x`` and ``y`` (``y2``
     its ``(N*Ho*Wo, C)`` view) with the flat ``(kh, kw, C)`` weights ``wt``. Every
     sample's channels are cut into ``per_sample`` ranges; the units are split across the
@@ -131,16 +176,13 @@ def depthwise(x, wt, y, y2, bias, has_bias, res2, has_res, act, alpha, beta, con
     n_, c_, h, wi, _, ho, wo = dims
     units = n_ * per_sample
     pw = ho * wo
-    zero = y.dtype.type(0)
+    relu = act == RELU and not has_res  # in the tiles' registers
+    if relu:
+        act = NONE
     for t in prange(parts):
         for u in range(t * units // parts, (t + 1) * units // parts):
             n, c0, c1 = unit_channels(u, per_sample, c_)
-            for p in range(n * pw, (n + 1) * pw):
-                if has_bias:
-                    y2[p, c0:c1] = bias[c0:c1]
-                else:
-                    y2[p, c0:c1] = zero
-            _taps_by_rows(y, x, wt, geo, dims, n, c0, c1)
+            _unit_taps(y, x, wt, bias, has_bias, relu, geo, dims, n, c0, c1, lanes)
             if not (has_res or act):
                 continue
             p0, p1 = n * pw, (n + 1) * pw
@@ -156,6 +198,8 @@ _GEMM = loops(pointwise_gemm, nogil=True)
 _DOTS = loops(pointwise_dots, nogil=True, error_model="numpy", fastmath=FAST)
 _COLUMNS = loops(pointwise_columns, nogil=True)
 _DEPTHWISE = loops(depthwise, nogil=True)
+_T44, _T43, _T42, _T41, _T14, _T13, _T12, _T11 = (
+    simd.depthwise_tile(r, v) for r in (4, 1) for v in (4, 3, 2, 1))
 
 #: multiply-adds below which a conv runs on the calling thread. Starting the pool's threads
 #: costs about 1.3 us a parallel loop (two threads, 2026-11-27), and most convs of a small
@@ -228,7 +272,7 @@ def conv2d_nhwc(op, ins, outs, ws):
         geo, dims, parts, per = _depthwise_plan(op, x.shape, w.shape, y.shape)
         fn = _DEPTHWISE[y.size * kh * kw >= PARALLEL_MACS]
         return bound(fn, x.reshape(-1), w.reshape(-1), y.reshape(-1), y2, *epi, geo,
-                     dims, parts, per)
+                     dims, parts, per, simd.lanes(y.dtype))
     x2 = x.reshape(-1, c)
     rows = x2.shape[0]
     nt = threads.num_threads()

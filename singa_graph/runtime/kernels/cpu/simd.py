@@ -1,6 +1,7 @@
 """Loops written in LLVM IR, for the kernels whose running values must stay in vector
 registers: register-blocked multiply-add tiles (:func:`tile`, for conv_direct.py and
-matmul_direct.py) and strided window maxima (:func:`window_max`, for pool.py).
+matmul_direct.py; :func:`depthwise_tile`, for conv_channels_last.py) and strided window
+maxima (:func:`window_max`, for pool.py).
 
 LLVM vectorises Numba's loops along one dimension, but it keeps a loop's running sums in
 memory whenever it cannot prove that the arrays do not alias, and Numba arrays carry no
@@ -275,6 +276,97 @@ def window_max(S: int, KW: int = 0):
                 store(builder.load(acc), builder.bitcast(
                     builder.gep(yp, [builder.add(yo_, i0)]), vt.as_pointer()),
                     builder.icmp_signed("<", lane, splat32(count)))
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return call
+
+
+def depthwise_tile(R: int, V: int):
+    """The intrinsic ``depthwise_tile(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo,
+    has_bias, relu, y, yo, ys, tail)``: ``R`` output pixels by ``V`` vectors of ``LANES``
+    channels of a depthwise convolution on channels-last arrays. For ``r < R`` and the
+    channels ``v*LANES + l`` (``l < tail`` in the last vector)::
+
+        y[yo + r*ys + v*LANES + l] = (bias[bo + v*LANES + l] if has_bias else 0)
+            + w[wo + i*wi + j*wj + v*LANES + l] * x[xo + r*xs + i*ri + j*rj + v*LANES + l]
+              for each tap (i, j), i < kh, j < kw, in row-major order
+
+    then a ReLU (``relu``: ``v if v > 0 or v is NaN else +0``, the formula's). One
+    multiply and one add per tap, in the order of the loop kernels
+    (depthwise_channels_last._tap_products, which skip the taps outside the input), so
+    the results are theirs bit for bit: a pixel by a border passes only its taps inside
+    (``kh``, ``kw`` and the offsets cut to them). The sums stay in registers; each tap's
+    weights are loaded once for the ``R`` pixels."""
+
+    @intrinsic
+    def call(typingctx, x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu,
+             y, yo, ys, tail):
+        sig = types.void(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu,
+                         y, yo, ys, tail)
+
+        def codegen(context, builder, sig, args):
+            tys = sig.args
+            ft = context.get_value_type(y.dtype)
+            width = 32 if y.dtype == types.float32 else 64
+            L = lanes(y.dtype)
+            vt = ir.VectorType(ft, L)
+            load, store = _masked(builder, vt, width)
+            xo_, xs_, ri_, rj_, kh_, kw_, wo_, wi_, wj_, bo_, hb_, relu_, yo_, ys_, tail_ = (
+                context.cast(builder, args[i], tys[i], types.int64)
+                for i in (1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 13, 14, 16, 17, 18))
+            xp, wp, bp, yp = (make_array(tys[i])(context, builder, args[i]).data
+                              for i in (0, 7, 11, 15))
+            lane = ir.Constant(ir.VectorType(_I64, L), list(range(L)))
+            full = ir.Constant(ir.VectorType(_I1, L), [1] * L)
+            masks = [full] * (V - 1) + [builder.icmp_signed(
+                "<", lane, _splat(builder, tail_, ir.VectorType(_I64, L)))]
+            zero = ir.Constant(vt, [0.0] * L)
+
+            def const(v):
+                return ir.Constant(_I64, v)
+
+            def vec(base, index):
+                return builder.bitcast(builder.gep(base, [index]), vt.as_pointer())
+
+            acc = [[cgutils.alloca_once(builder, vt) for _ in range(V)] for _ in range(R)]
+            start = [cgutils.alloca_once(builder, vt) for _ in range(V)]
+            for v in range(V):
+                builder.store(zero, start[v])
+            with builder.if_then(builder.icmp_unsigned("!=", hb_, const(0))):
+                for v in range(V):
+                    builder.store(load(vec(bp, builder.add(bo_, const(v * L))), masks[v]),
+                                  start[v])
+            for v in range(V):
+                first = builder.load(start[v])
+                for r in range(R):
+                    builder.store(first, acc[r][v])
+            with cgutils.for_range(builder, kh_) as li:
+                xi = builder.add(xo_, builder.mul(li.index, ri_))
+                wii = builder.add(wo_, builder.mul(li.index, wi_))
+                with cgutils.for_range(builder, kw_) as lj:
+                    xj = builder.add(xi, builder.mul(lj.index, rj_))
+                    wj = builder.add(wii, builder.mul(lj.index, wj_))
+                    wv = [load(vec(wp, builder.add(wj, const(v * L))), masks[v])
+                          for v in range(V)]
+                    for r in range(R):
+                        xr = builder.add(xj, builder.mul(const(r), xs_))
+                        for v in range(V):
+                            xv = load(vec(xp, builder.add(xr, const(v * L))), masks[v])
+                            builder.store(builder.fadd(builder.load(acc[r][v]),
+                                                       builder.fmul(wv[v], xv)), acc[r][v])
+            with builder.if_then(builder.icmp_unsigned("!=", relu_, const(0))):
+                for r in range(R):
+                    for v in range(V):
+                        a = builder.load(acc[r][v])
+                        keep = builder.fcmp_unordered(">", a, zero)  # NaN kept, -0 -> +0
+                        builder.store(builder.select(keep, a, zero), acc[r][v])
+            for r in range(R):
+                yr = builder.add(yo_, builder.mul(const(r), ys_))
+                for v in range(V):
+                    store(builder.load(acc[r][v]), vec(yp, builder.add(yr, const(v * L))),
+                          masks[v])
             return context.get_dummy_value()
 
         return sig, codegen
