@@ -33,7 +33,7 @@ from ....runtime import threads
 from ....ops.conv import pointwise_nhwc
 from ...registry import carve, carved_bytes, kernel
 from . import blas, matmul_direct, simd
-from .depthwise_channels_last import unit_channels, units_of
+from .depthwise_channels_last import tiled_taps, unit_channels, units_of
 from .dots import FAST, block_of, products
 from .epilogue import NONE, RELU, act_args, act_code, rows_epilogue
 from .loops import bound, loops
@@ -98,75 +98,6 @@ def pointwise_columns(x2, w2, cols, yt, y2, bias, has_bias, res2, has_res, act, 
                       consts)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _tile(R, V, x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
-          ys, tail):
-    """simd.depthwise_tile(R, V) for R in (4, 1), V in 1-4: Numba needs each intrinsic
-    called by its name."""
-    if R == 4:
-        if V == 4:
-            _T44(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
-                 ys, tail)
-        elif V == 3:
-            _T43(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
-                 ys, tail)
-        elif V == 2:
-            _T42(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
-                 ys, tail)
-        else:
-            _T41(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
-                 ys, tail)
-    elif V == 4:
-        _T14(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo, ys,
-             tail)
-    elif V == 3:
-        _T13(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo, ys,
-             tail)
-    elif V == 2:
-        _T12(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo, ys,
-             tail)
-    else:
-        _T11(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo, ys,
-             tail)
-
-
-@njit(cache=True, nogil=True)
-def _unit_taps(y, x, wt, bias, has_bias, relu, geo, dims, n, c0, c1, lanes):
-    """Channels ``[c0, c1)`` of sample ``n`` on the register tiles (simd.depthwise_tile),
-    up to 4 vectors of channels at a time: in each output row the pixels whose taps lie
-    inside the input's columns 4 at a time, the pixels by the left and right borders one
-    by one with their taps cut to those inside, and the rows by the top and bottom borders
-    with their tap rows cut the same way. Every output takes the bias, then its taps
-    inside the input in row-major order, as the loop kernels do."""
-    kh, kw, s, pt, pl, dh, dw = geo
-    _, c_, h, wi, _, ho, wo = dims
-    # output columns whose taps all read inside the row
-    xa = min(wo, (pl + s - 1) // s)
-    xb = max(xa, min(wo, (wi - 1 - (kw - 1) * dw + pl) // s + 1))
-    for oy in range(ho):
-        y0 = oy * s - pt
-        i0 = max(0, (dh - 1 - y0) // dh)  # the tap rows inside: 0 <= y0 + i*dh < h
-        i1 = min(kh, (h - 1 - y0) // dh + 1)
-        yrow = (n * ho + oy) * wo
-        for cb in range(c0, c1, 4 * lanes):
-            nv = min(4, (c1 - cb + lanes - 1) // lanes)
-            tail = c1 - cb - (nv - 1) * lanes
-            ox = 0
-            while ox < wo:
-                r, j0, j1 = 1, 0, kw
-                x0 = ox * s - pl
-                if xa <= ox < xb:
-                    r = 4 if xb - ox >= 4 else 1
-                else:
-                    j0 = max(0, (dw - 1 - x0) // dw)
-                    j1 = min(kw, (wi - 1 - x0) // dw + 1)
-                _tile(r, nv, x, ((n * h + y0 + i0 * dh) * wi + x0 + j0 * dw) * c_ + cb,
-                      s * c_, dh * wi * c_, dw * c_, i1 - i0, j1 - j0, wt,
-                      (i0 * kw + j0) * c_ + cb, kw * c_, c_, bias, cb, has_bias, relu, y,
-                      (yrow + ox) * c_ + cb, c_, tail)
-                ox += r
-
-
 def depthwise(x, wt, y, y2, bias, has_bias, res2, has_res, act, alpha, beta, consts, geo,
               dims, parts, per_sample, lanes):
     """``y = act(depthwise_conv(x, w) + bias + res)`` on flat NHWC ``x`` and ``y`` (``y2``
@@ -182,7 +113,7 @@ def depthwise(x, wt, y, y2, bias, has_bias, res2, has_res, act, alpha, beta, con
     for t in prange(parts):
         for u in range(t * units // parts, (t + 1) * units // parts):
             n, c0, c1 = unit_channels(u, per_sample, c_)
-            _unit_taps(y, x, wt, bias, has_bias, relu, geo, dims, n, c0, c1, lanes)
+            tiled_taps(y, x, wt, bias, 0, has_bias, relu, geo, dims, n, c0, c1, lanes)
             if not (has_res or act):
                 continue
             p0, p1 = n * pw, (n + 1) * pw
@@ -198,8 +129,6 @@ _GEMM = loops(pointwise_gemm, nogil=True)
 _DOTS = loops(pointwise_dots, nogil=True, error_model="numpy", fastmath=FAST)
 _COLUMNS = loops(pointwise_columns, nogil=True)
 _DEPTHWISE = loops(depthwise, nogil=True)
-_T44, _T43, _T42, _T41, _T14, _T13, _T12, _T11 = (
-    simd.depthwise_tile(r, v) for r in (4, 1) for v in (4, 3, 2, 1))
 
 #: multiply-adds below which a conv runs on the calling thread. Starting the pool's threads
 #: costs about 1.3 us a parallel loop (two threads, 2026-11-27), and most convs of a small

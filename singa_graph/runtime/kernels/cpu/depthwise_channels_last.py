@@ -1,15 +1,17 @@
 """Depthwise convolution forward with the channels innermost (runtime/kernels/cpu/depthwise.py).
 
 On the small planes of the last stages of mobile nets (2x2 to 8x8, hundreds of channels) a
-plane offers a 3x3 tap 4 to 64 outputs, too few for a vector loop along a row, and
-blocks of 16 interleaved channels (oneDNN's layout, which this kernel replaced) spend their
-time in loops of 2-8 vectors. Here a
-unit of work is a range of channels of one sample, transposed once into planned workspace
-as ``(H*W, cc)``: every output pixel then adds each of its valid taps as one flat loop over
-the ``cc`` channels, ``acc[p, :] += w[tap, :] * x[q, :]``, which LLVM vectorises over the
-whole range (hundreds of channels, not 16). The weights are transposed to ``(taps, cc)``
-the same way, and the output is transposed back into its NCHW planes on the way out, with
-bias, ReLU and the conv epilogue (residual add, activation).
+plane offers a 3x3 tap 4 to 64 outputs, too few for a vector loop along a row, and blocks
+of 16 interleaved channels (oneDNN's layout, which this kernel replaced) spend their time
+in loops of 2-8 vectors. Here a unit of work is a range of channels of one sample,
+transposed once into planned workspace as ``(H*W, cc)``: one channels-last sample. The
+forward then runs the register tiles of :func:`tiled_taps` (simd.depthwise_tile, shared
+with the channels-last kernels of conv_channels_last.py) on it: each output pixel's valid
+taps added over up to 64 channels at a time, the sums held in registers. The input
+gradient at any stride (the adjoint) scatters with :func:`_tap_products`, one flat loop over
+the ``cc`` channels per (pixel, tap), in the same order. The weights are transposed to
+``(taps, cc)`` the same way, and the output is transposed back into its NCHW planes on the
+way out, with bias, ReLU and the conv epilogue (residual add, activation).
 
 Taps are tested per pixel, so padding costs nothing and any stride or dilation reads only
 what it uses. Units are split into ``parts`` contiguous ranges, one per thread; each output
@@ -18,6 +20,7 @@ results do not depend on the thread count.
 """
 from numba import njit, prange, uintp
 
+from . import simd
 from .epilogue import conv_epilogue
 
 
@@ -131,6 +134,77 @@ def _tap_products(mode, a, b, wt, geo, dims, cc):
                             wt[tb + u] += a[pb + u] * b[qb + u]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _tile(R, V, x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
+          ys, tail):
+    """simd.depthwise_tile(R, V) for R in (4, 1), V in 1-4: Numba needs each intrinsic
+    called by its name."""
+    if R == 4:
+        if V == 4:
+            _T44(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
+                 ys, tail)
+        elif V == 3:
+            _T43(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
+                 ys, tail)
+        elif V == 2:
+            _T42(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
+                 ys, tail)
+        else:
+            _T41(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
+                 ys, tail)
+    elif V == 4:
+        _T14(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo, ys,
+             tail)
+    elif V == 3:
+        _T13(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo, ys,
+             tail)
+    elif V == 2:
+        _T12(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo, ys,
+             tail)
+    else:
+        _T11(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo, ys,
+             tail)
+
+
+@njit(cache=True, nogil=True)
+def tiled_taps(y, x, wt, bias, bias0, has_bias, relu, geo, dims, n, c0, c1, lanes):
+    """Channels ``[c0, c1)`` of sample ``n`` of the channels-last ``x`` (flat, ``dims`` as
+    in depthwise_loops.py, weights ``(kh, kw, C)``, ``bias[bias0 + c]`` for channel ``c``)
+    into ``y`` on the register tiles (simd.depthwise_tile),
+    up to 4 vectors of channels at a time: in each output row the pixels whose taps lie
+    inside the input's columns 4 at a time, the pixels by the left and right borders one
+    by one with their taps cut to those inside, and the rows by the top and bottom borders
+    with their tap rows cut the same way. Every output takes the bias, then its taps
+    inside the input in row-major order, as the loop kernels do."""
+    kh, kw, s, pt, pl, dh, dw = geo
+    _, c_, h, wi, _, ho, wo = dims
+    # output columns whose taps all read inside the row
+    xa = min(wo, (pl + s - 1) // s)
+    xb = max(xa, min(wo, (wi - 1 - (kw - 1) * dw + pl) // s + 1))
+    for oy in range(ho):
+        y0 = oy * s - pt
+        i0 = max(0, (dh - 1 - y0) // dh)  # the tap rows inside: 0 <= y0 + i*dh < h
+        i1 = min(kh, (h - 1 - y0) // dh + 1)
+        yrow = (n * ho + oy) * wo
+        for cb in range(c0, c1, 4 * lanes):
+            nv = min(4, (c1 - cb + lanes - 1) // lanes)
+            tail = c1 - cb - (nv - 1) * lanes
+            ox = 0
+            while ox < wo:
+                r, j0, j1 = 1, 0, kw
+                x0 = ox * s - pl
+                if xa <= ox < xb:
+                    r = 4 if xb - ox >= 4 else 1
+                else:
+                    j0 = max(0, (dw - 1 - x0) // dw)
+                    j1 = min(kw, (wi - 1 - x0) // dw + 1)
+                _tile(r, nv, x, ((n * h + y0 + i0 * dh) * wi + x0 + j0 * dw) * c_ + cb,
+                      s * c_, dh * wi * c_, dw * c_, i1 - i0, j1 - j0, wt,
+                      (i0 * kw + j0) * c_ + cb, kw * c_, c_, bias, bias0 + cb, has_bias, relu, y,
+                      (yrow + ox) * c_ + cb, c_, tail)
+                ox += r
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def forward(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, beta,
             consts, ws, parts, per_sample, flip, adjoint):
@@ -192,15 +266,20 @@ def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, 
                 d = i * kw + j  # the tap as the loops below read it
                 wt[uintp(d * cc + c)] = w[wb + uintp(taps - 1 - d if flip else d)]
     planes_to_rows(x, xt, n * c_ + c0, cc, src)
-    for p in range(dst):
-        pb = uintp(p * cc)
-        if has_bias:
-            for c in range(cc):
-                acc[pb + uintp(c)] = bias[uintp(c0 + c)]
-        else:
-            for c in range(cc):
-                acc[pb + uintp(c)] = zero
-    _tap_products(1 if adjoint else 0, acc, xt, wt, geo, dims, cc)
+    if not adjoint:  # the transposed planes are one channels-last sample of cc channels
+        tiled_taps(acc, xt, wt, bias, c0, has_bias, False, geo,
+                   (1, cc, dims[2], dims[3], cc, dims[5], dims[6]), 0, 0, cc,
+                   simd.VECTOR_BYTES // acc.itemsize)
+    else:
+        for p in range(dst):
+            pb = uintp(p * cc)
+            if has_bias:
+                for c in range(cc):
+                    acc[pb + uintp(c)] = bias[uintp(c0 + c)]
+            else:
+                for c in range(cc):
+                    acc[pb + uintp(c)] = zero
+        _tap_products(1, acc, xt, wt, geo, dims, cc)
     yb = y3[n]
     rows_to_planes(acc, yb, c0, cc, dst, relu)  # ReLU on the way
     if has_res or act:
@@ -256,3 +335,7 @@ def transpose_channels(x, y, n_, c_, hw, to_last, parts):
             else:
                 rows_to_planes(x[n * size:(n + 1) * size], y[n * size:(n + 1) * size]
                                .reshape(c_, hw), 0, c_, hw, False)
+
+
+_T44, _T43, _T42, _T41, _T14, _T13, _T12, _T11 = (
+    simd.depthwise_tile(r, v) for r in (4, 1) for v in (4, 3, 2, 1))
