@@ -60,6 +60,36 @@ def _masked(builder, vt, width):
             lambda v, p, m: builder.call(store, [v, p, align, m]))
 
 
+class _Args:
+    """What an intrinsic's code generation starts from: the vector type of its arrays'
+    ``dtype`` (``lanes`` of it), LLVM's masked loads and stores of it, and its arguments as
+    int64 values (:meth:`ints`) or array data pointers (:meth:`pointers`)."""
+
+    def __init__(self, context, builder, sig, args, dtype):
+        self.context, self.builder, self.sig, self.args = context, builder, sig, args
+        self.width = 32 if dtype == types.float32 else 64
+        self.lanes = lanes(dtype)
+        self.vt = ir.VectorType(context.get_value_type(dtype), self.lanes)
+        self.load, self.store = _masked(builder, self.vt, self.width)
+
+    def ints(self, *which):
+        return [self.context.cast(self.builder, self.args[i], self.sig.args[i], types.int64)
+                for i in which]
+
+    def pointers(self, *which):
+        return [make_array(self.sig.args[i])(self.context, self.builder, self.args[i]).data
+                for i in which]
+
+    def vector_masks(self, count, tail):
+        """The masks of ``count`` vectors whose last one holds ``tail`` lanes (an int64
+        value), the others all theirs."""
+        it = ir.VectorType(_I64, self.lanes)
+        last = self.builder.icmp_signed("<", ir.Constant(it, list(range(self.lanes))),
+                                        _splat(self.builder, tail, it))
+        return [ir.Constant(ir.VectorType(_I1, self.lanes), [1] * self.lanes)] * (count - 1) \
+            + [last]
+
+
 def tile(R: int, V: int):
     """The intrinsic ``tile(x, xo, offs, p0, w, wo, wr, wv, y, yo, ys, nc, kh, kw, ri, rj, rc,
     tail)`` described above, for ``R`` rows and ``V`` vectors (see the module's docstring).
@@ -73,20 +103,10 @@ def tile(R: int, V: int):
                          tail)
 
         def codegen(context, builder, sig, args):
-            tys = sig.args
-            ft = context.get_value_type(y.dtype)
-            width = 32 if y.dtype == types.float32 else 64
-            n = lanes(y.dtype)
-            vt = ir.VectorType(ft, n)
+            a = _Args(context, builder, sig, args, y.dtype)
+            n, vt, load, store = a.lanes, a.vt, a.load, a.store
             fma = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fma.v{n}f{width}")
-            load, store = _masked(builder, vt, width)
-
-            def num(i):
-                return context.cast(builder, args[i], tys[i], types.int64)
-
-            def data(i):
-                return make_array(tys[i])(context, builder, args[i]).data
+                builder.module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fma.v{n}f{a.width}")
 
             def at(base, index, vector=False):
                 p = builder.gep(base, [index])
@@ -95,17 +115,11 @@ def tile(R: int, V: int):
             def const(v):
                 return ir.Constant(_I64, v)
 
-            xp, op, wp, yp = data(0), data(2), data(4), data(8)
-            xo_, p0_, wo_, wr_, wv_, yo_, ys_ = (num(i) for i in (1, 3, 5, 6, 7, 9, 10))
-            nc_, kh_, kw_, ri_, rj_, rc_, tail_ = (num(i) for i in range(11, 18))
-            lane = ir.Constant(ir.VectorType(_I64, n), list(range(n)))
+            xp, op, wp, yp = a.pointers(0, 2, 4, 8)
+            xo_, p0_, wo_, wr_, wv_, yo_, ys_ = a.ints(1, 3, 5, 6, 7, 9, 10)
+            nc_, kh_, kw_, ri_, rj_, rc_, tail_ = a.ints(*range(11, 18))
             splat = ir.Constant(ir.VectorType(_I32, n), [0] * n)
-            tails = builder.insert_element(ir.Constant(ir.VectorType(_I64, n), None), tail_,
-                                           ir.Constant(_I32, 0))
-            last = builder.icmp_signed("<", lane, builder.shuffle_vector(
-                tails, ir.Constant(ir.VectorType(_I64, n), None), splat))
-            full = ir.Constant(ir.VectorType(_I1, n), [1] * n)
-            masks = [full] * (V - 1) + [last]
+            masks = a.vector_masks(V, tail_)
             rows = [builder.add(xo_, builder.load(at(op, builder.add(p0_, const(r)))))
                     for r in range(R)]
             # zeroed on every call: an inlined tile runs inside its caller's loops
@@ -183,18 +197,11 @@ def window_max(S: int, KW: int = 0):
         sig = types.void(x, xo, rs, rows, kw, c0, w, y, yo, n)
 
         def codegen(context, builder, sig, args):
-            tys = sig.args
-            ft = context.get_value_type(y.dtype)
-            width = 32 if y.dtype == types.float32 else 64
-            L = lanes(y.dtype)
-            vt = ir.VectorType(ft, L)
+            a = _Args(context, builder, sig, args, y.dtype)
+            L, vt, load, store = a.lanes, a.vt, a.load, a.store
             it = ir.VectorType(_I32, L)  # columns and lane numbers: one compare per mask
-            load, store = _masked(builder, vt, width)
-            xo_, rs_, rows_, kw_, c0_, w_, yo_, n_ = (
-                context.cast(builder, args[i], tys[i], types.int64)
-                for i in (1, 2, 3, 4, 5, 6, 8, 9))
-            xp = make_array(tys[0])(context, builder, args[0]).data
-            yp = make_array(tys[7])(context, builder, args[7]).data
+            xo_, rs_, rows_, kw_, c0_, w_, yo_, n_ = a.ints(1, 2, 3, 4, 5, 6, 8, 9)
+            xp, yp = a.pointers(0, 7)
             lane = ir.Constant(it, list(range(L)))
             evens = ir.Constant(ir.VectorType(_I32, L), list(range(0, 2 * L, 2)))
             w32 = _splat(builder, builder.trunc(w_, _I32), it)
@@ -307,21 +314,12 @@ def depthwise_tile(R: int, V: int):
                          y, yo, ys, tail)
 
         def codegen(context, builder, sig, args):
-            tys = sig.args
-            ft = context.get_value_type(y.dtype)
-            width = 32 if y.dtype == types.float32 else 64
-            L = lanes(y.dtype)
-            vt = ir.VectorType(ft, L)
-            load, store = _masked(builder, vt, width)
-            xo_, xs_, ri_, rj_, kh_, kw_, wo_, wi_, wj_, bo_, hb_, relu_, yo_, ys_, tail_ = (
-                context.cast(builder, args[i], tys[i], types.int64)
-                for i in (1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 13, 14, 16, 17, 18))
-            xp, wp, bp, yp = (make_array(tys[i])(context, builder, args[i]).data
-                              for i in (0, 7, 11, 15))
-            lane = ir.Constant(ir.VectorType(_I64, L), list(range(L)))
-            full = ir.Constant(ir.VectorType(_I1, L), [1] * L)
-            masks = [full] * (V - 1) + [builder.icmp_signed(
-                "<", lane, _splat(builder, tail_, ir.VectorType(_I64, L)))]
+            a = _Args(context, builder, sig, args, y.dtype)
+            L, vt, load, store = a.lanes, a.vt, a.load, a.store
+            xo_, xs_, ri_, rj_, kh_, kw_, wo_, wi_, wj_, bo_, hb_, relu_, yo_, ys_, tail_ = \
+                a.ints(1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 13, 14, 16, 17, 18)
+            xp, wp, bp, yp = a.pointers(0, 7, 11, 15)
+            masks = a.vector_masks(V, tail_)
             zero = ir.Constant(vt, [0.0] * L)
 
             def const(v):
