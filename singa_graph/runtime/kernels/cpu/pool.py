@@ -299,8 +299,8 @@ def pool2d(op, ins, outs):
     fast = _bind2(_POOL2_FWD, op, x.shape, y)
     if fast:
         return bound(fast[0], x, y, False)
-    fwd, args = _bind(_AVG_POOL_FWD, op, y)
-    return bound(fwd, x, y, *args[:8], args[9])
+    fwd, (*window, _, include_pad) = _bind(_AVG_POOL_FWD, op, y)  # no is_max flag
+    return bound(fwd, x, y, *window, include_pad)
 
 
 @kernel("MaxPool2dGrad")
