@@ -44,8 +44,8 @@ def is_inference_graph(graph) -> bool:
 def optimize_for_inference(graph, device: str = "cpu") -> dict:
     """Run the three passes in order on ``graph`` (in place), then on the CPU the
     channels-last layout of depthwise chains (:mod:`.layout`) and the direct convolutions
-    and products (:mod:`.direct`); returns how many nodes each removed (the last two: how many they
-    converted): ``{'noops': .., 'batchnorms': .., 'epilogue': .., 'channels_last': ..,
+    and products (:mod:`.direct`); returns how many nodes each removed (the last two: how
+    many they converted): ``{'noops': .., 'batchnorms': .., 'epilogue': .., 'channels_last': ..,
     'direct': ..}``."""
     from .direct import direct_convs, direct_matmuls
     from .layout import channels_last

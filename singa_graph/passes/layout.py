@@ -199,7 +199,7 @@ def _chains(graph, kinds, uses) -> set:
 #: multiplies its rows with the pixels (as the NCHW kernel does over few columns), where a
 #: GEMM over so few rows ran 2-3x slower (mobilenet_v2 at 2x2, batch 2: 960 -> 320
 #: channels 140 us against 41). A fold is held ``(C, O)`` for free, and the register tiles
-#: (conv_channels_last.TILES) beat the dot products on it: mnasnet0_5's 160 -> 1280 at 2x2
+#: (conv_channels_last.TILE_ROWS) beat the dot products on it: mnasnet0_5's 160 -> 1280 at 2x2
 #: 25 -> 20 us, 96 -> 576 11 -> 8
 FEW_PIXELS = 16
 

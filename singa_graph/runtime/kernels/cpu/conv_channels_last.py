@@ -99,7 +99,7 @@ def pointwise_columns(x2, w2, cols, yt, y2, bias, has_bias, res2, has_res, act, 
 
 
 def depthwise(x, wt, y, y2, bias, has_bias, res2, has_res, act, alpha, beta, consts, geo,
-              dims, parts, per_sample, lanes):
+              dims, parts, per_sample):
     """``y = act(depthwise_conv(x, w) + bias + res)`` on flat NHWC ``x`` and ``y`` (``y2``
     its ``(N*Ho*Wo, C)`` view) with the flat ``(kh, kw, C)`` weights ``wt``. Every
     sample's channels are cut into ``per_sample`` ranges; the units are split across the
@@ -113,7 +113,7 @@ def depthwise(x, wt, y, y2, bias, has_bias, res2, has_res, act, alpha, beta, con
     for t in prange(parts):
         for u in range(t * units // parts, (t + 1) * units // parts):
             n, c0, c1 = unit_channels(u, per_sample, c_)
-            tiled_taps(y, x, wt, bias, 0, has_bias, relu, geo, dims, n, c0, c1, lanes)
+            tiled_taps(y, x, wt, bias, 0, has_bias, relu, geo, dims, n, c0, c1)
             if not (has_res or act):
                 continue
             p0, p1 = n * pw, (n + 1) * pw
@@ -201,7 +201,7 @@ def conv2d_nhwc(op, ins, outs, ws):
         geo, dims, parts, per = _depthwise_plan(op, x.shape, w.shape, y.shape)
         fn = _DEPTHWISE[y.size * kh * kw >= PARALLEL_MACS]
         return bound(fn, x.reshape(-1), w.reshape(-1), y.reshape(-1), y2, *epi, geo,
-                     dims, parts, per, simd.lanes(y.dtype))
+                     dims, parts, per)
     x2 = x.reshape(-1, c)
     rows = x2.shape[0]
     nt = threads.num_threads()

@@ -134,7 +134,8 @@ def _forward(x, w, y3, xp, e, offs, bias, has_bias, res3, has_res, act, alpha, b
     """``y3 = act(conv(x, w) + bias + res3)`` over ``parts`` parts; ``w`` the flat
     ``(O/lanes, kh, kw, C, lanes)`` weight, ``y3``/``res3`` ``(N, O, ho*wo)``,
     ``xp``/``e``/``offs`` each part's padded planes ``(group*C, hp*wp)``, sums
-    ``(group*ho*wo*O)`` and pixel offsets; ``geo`` is ``(kh, kw, sh, sw, pt, pl, dh, dw, hp, wp)``."""
+    ``(group*ho*wo*O)`` and pixel offsets; ``geo`` is
+    ``(kh, kw, sh, sw, pt, pl, dh, dw, hp, wp)``."""
     n_, o_ = x.shape[0], y3.shape[1]
     nv = (o_ + lanes - 1) // lanes
     groups, across = (n_ + group - 1) // group, parts // blocks

@@ -167,17 +167,18 @@ def _tile(R, V, x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, re
 
 
 @njit(cache=True, nogil=True)
-def tiled_taps(y, x, wt, bias, bias0, has_bias, relu, geo, dims, n, c0, c1, lanes):
+def tiled_taps(y, x, wt, bias, bias0, has_bias, relu, geo, dims, n, c0, c1):
     """Channels ``[c0, c1)`` of sample ``n`` of the channels-last ``x`` (flat, ``dims`` as
     in depthwise_loops.py, weights ``(kh, kw, C)``, ``bias[bias0 + c]`` for channel ``c``)
-    into ``y`` on the register tiles (simd.depthwise_tile),
-    up to 4 vectors of channels at a time: in each output row the pixels whose taps lie
-    inside the input's columns 4 at a time, the pixels by the left and right borders one
-    by one with their taps cut to those inside, and the rows by the top and bottom borders
-    with their tap rows cut the same way. Every output takes the bias, then its taps
-    inside the input in row-major order, as the loop kernels do."""
+    into ``y`` on the register tiles (simd.depthwise_tile), up to 4 vectors of channels at
+    a time: in each output row the pixels whose taps lie inside the input's columns 4 at a
+    time, the pixels by the left and right borders one by one with their taps cut to those
+    inside, and the rows by the top and bottom borders with their tap rows cut the same
+    way. Every output takes the bias, then its taps inside the input in row-major order,
+    as the loop kernels do."""
     kh, kw, s, pt, pl, dh, dw = geo
     _, c_, h, wi, _, ho, wo = dims
+    lanes = simd.VECTOR_BYTES // y.itemsize
     # output columns whose taps all read inside the row
     xa = min(wo, (pl + s - 1) // s)
     xb = max(xa, min(wo, (wi - 1 - (kw - 1) * dw + pl) // s + 1))
@@ -268,8 +269,7 @@ def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, 
     planes_to_rows(x, xt, n * c_ + c0, cc, src)
     if not adjoint:  # the transposed planes are one channels-last sample of cc channels
         tiled_taps(acc, xt, wt, bias, c0, has_bias, False, geo,
-                   (1, cc, dims[2], dims[3], cc, dims[5], dims[6]), 0, 0, cc,
-                   simd.VECTOR_BYTES // acc.itemsize)
+                   (1, cc, dims[2], dims[3], cc, dims[5], dims[6]), 0, 0, cc)
     else:
         for p in range(dst):
             pb = uintp(p * cc)

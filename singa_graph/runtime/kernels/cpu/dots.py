@@ -13,9 +13,8 @@ vectors at a time (1000x512 weights by 18 vectors, 2026-11-26); with few vectors
 product is bound by memory, and rows go one at a time (see :func:`products`). LLVM
 vectorises the loops along the inner dimension; the callers compile them with ``fastmath``
 ``reassoc`` (these helpers are inlined and take the caller's flags), so the sums are
-reassociated. Each output is one
-thread's sum in a fixed order: results do not depend on the thread count, and differ from
-BLAS's in the last bits.
+reassociated. Each output is one thread's sum in a fixed order: results do not depend on
+the thread count, and differ from BLAS's in the last bits.
 
 Arrays are flat (1-d) with offsets, indices unsigned so Numba drops its wrap-around tests.
 """

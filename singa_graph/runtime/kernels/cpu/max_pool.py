@@ -9,9 +9,9 @@ channels, then the result is transposed back. That is the plane-by-plane fold it
 first maximum kept, ``v > m``, so a NaN in a window's first cell stays and later ones are
 skipped), so the results are the same bit for bit.
 """
-import numpy as np
 from numba import prange, uintp
 
+from .conv import _view
 from .depthwise_channels_last import planes_to_rows, rows_to_planes, units_of
 from .loops import bound, loops, pick
 
@@ -82,8 +82,6 @@ def bind(x, y, op, ws, parts, per_sample):
     """The step of a max pool of ``x`` into ``y``; ``ws`` is ``(parts, scratch)``."""
     (kh, kw), (sh, sw), (pt, pl, _, _) = op.kernel, op.stride, op.padding
     fn = pick(_MAX_POOL_LAST, y.size * kh * kw)
-    xf, yf = x.reshape(-1), y.reshape(-1, y.shape[2] * y.shape[3])
-    if not (np.may_share_memory(xf, x) and np.may_share_memory(yf, y)):
-        raise ValueError("max pooling needs contiguous arrays")
     dims = (*x.shape, *y.shape[2:])
-    return bound(fn, xf, yf, dims, kh, kw, sh, sw, pt, pl, ws, parts, per_sample)
+    return bound(fn, _view(x, (-1,)), _view(y, (-1, y.shape[2] * y.shape[3])), dims, kh, kw,
+                 sh, sw, pt, pl, ws, parts, per_sample)

@@ -1,9 +1,9 @@
 """Pooling kernels: Numba loops, parallel over the N*C planes.
 
 Max pooling's forward folds a row of outputs in vector registers (simd.window_max, strides
-1 and 2), tiny planes of many channels with the channels innermost (max_pool.py). The
-average's forward and both backwards share one function each (an ``is_max`` flag), which
-halves the number of compiled variants. Windows are clipped to the real input, which is the
+1 and 2), tiny planes of many channels with the channels innermost (max_pool.py). Max and
+average share the 2x2 forward and both backwards (an ``is_max`` flag), which halves the
+number of compiled variants. Windows are clipped to the real input, which is the
 same as padding with -inf (max) or with zeros excluded from the count (average). With
 ``include_pad`` the divisor counts a window's cells inside the explicitly padded input
 (``[-pt, h + pb)``), which is ``kh * kw`` except for a ceil-mode window hanging past the
@@ -21,6 +21,7 @@ from numba import njit, prange, uintp
 from ... import threads
 from ...registry import carve, carved_bytes, kernel
 from . import max_pool, simd
+from .conv import _view
 from .loops import bound, loops, pick
 from .reduce import mean_planes
 
@@ -73,25 +74,23 @@ def _AVG_POOL_FWD(x, y, kh, kw, sh, sw, pt, pl, pb, pr, include_pad):
     n_, c_, h, w = x.shape
     ho, wo = y.shape[2], y.shape[3]
     for t in prange(n_ * c_):
-        if True:
-            n, c = t // c_, t % c_
-            xp, yp = x[n, c], y[n, c]
-            for oy in range(ho):
-                y0 = oy * sh - pt
-                ya, yb = max(y0, 0), min(y0 + kh, h)
-                ny = min(y0 + kh, h + pb) - y0  # rows counted with include_pad
-                yr = yp[oy]
-                for ox in range(wo):
-                    x0 = ox * sw - pl
-                    xa, xb = max(x0, 0), min(x0 + kw, w)
-                    s = 0.0  # float64 accumulator for float32 inputs too
-                    for iy in range(ya, yb):
-                        r = xp[iy]
-                        for ix in range(xa, xb):
-                            s += r[ix]
-                    cnt = (ny * (min(x0 + kw, w + pr) - x0) if include_pad
-                           else (yb - ya) * (xb - xa))
-                    yr[ox] = s / cnt
+        n, c = t // c_, t % c_
+        xp, yp = x[n, c], y[n, c]
+        for oy in range(ho):
+            y0 = oy * sh - pt
+            ya, yb = max(y0, 0), min(y0 + kh, h)
+            ny = min(y0 + kh, h + pb) - y0  # rows counted with include_pad
+            yr = yp[oy]
+            for ox in range(wo):
+                x0 = ox * sw - pl
+                xa, xb = max(x0, 0), min(x0 + kw, w)
+                s = 0.0  # float64 accumulator for float32 inputs too
+                for iy in range(ya, yb):
+                    r = xp[iy]
+                    for ix in range(xa, xb):
+                        s += r[ix]
+                cnt = ny * (min(x0 + kw, w + pr) - x0) if include_pad else (yb - ya) * (xb - xa)
+                yr[ox] = s / cnt
 
 
 @loops
@@ -283,12 +282,9 @@ def max_pool2d(op, ins, outs, ws):
         if fast:
             return bound(fast[0], x, y, True)
         (kh, kw), (sh, sw), (pt, pl, _, _) = op.kernel, op.stride, op.padding
-        xf, yf = x.reshape(-1), y.reshape(-1)
-        if not (np.may_share_memory(xf, x) and np.may_share_memory(yf, y)):
-            raise ValueError("max pooling needs contiguous arrays")
         dims = (x.shape[0] * x.shape[1], *x.shape[2:], *y.shape[2:])
-        return bound(pick(_MAX_POOL_FWD, y.size * kh * kw), xf, yf, dims, kh, kw, sh, sw,
-                     pt, pl)
+        return bound(pick(_MAX_POOL_FWD, y.size * kh * kw), _view(x, (-1,)), _view(y, (-1,)),
+                     dims, kh, kw, sh, sw, pt, pl)
     (scratch,) = carve(ws, spec[0])
     return max_pool.bind(ins[0], outs[0], op, scratch, spec[1], spec[2])
 
