@@ -148,7 +148,7 @@ DEPTHWISE_TILES = [(2, 37, 9, 11, 3, 1, 1, 1), (1, 70, 8, 8, 5, 2, 2, 1),
 def test_depthwise_tiles_are_the_loop_kernels_sums(case, dtype, monkeypatch):
     """The register tiles (simd.depthwise_tile) add each output's taps inside the input in
     the order of the NCHW channels-innermost loop kernel: the same values bit for bit,
-    NaNs and signed zeros included; the ReLU in the tiles' registers is the formula's."""
+    NaNs and signed zeros included; the ReLU after them is the formula's."""
     from singa_graph import ops
     from singa_graph.runtime.kernels.cpu import depthwise
     from helpers import eager

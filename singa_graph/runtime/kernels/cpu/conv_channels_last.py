@@ -24,8 +24,7 @@ either: slower than that loop everywhere but 32 channels at 32x32.)
 Every output element is computed by one thread in an order fixed by the shapes, so
 results do not depend on the thread count. They differ in the last bits from the NCHW
 kernels' (another GEMM blocking); the depthwise sums are the NCHW channels-innermost
-kernel's, in the same order (a ReLU without a residual is applied in the tiles' registers,
-the others by the epilogue).
+kernel's, in the same order.
 """
 from numba import njit, prange, uintp
 
@@ -35,7 +34,7 @@ from ...registry import carve, carved_bytes, kernel
 from . import blas, matmul_direct, simd
 from .depthwise_channels_last import tiled_taps, unit_channels, units_of
 from .dots import FAST, block_of, products
-from .epilogue import NONE, RELU, act_args, act_code, rows_epilogue
+from .epilogue import act_args, act_code, rows_epilogue
 from .loops import bound, loops
 from .pointwise import MIN_CHANNELS
 
@@ -107,13 +106,10 @@ def depthwise(x, wt, y, y2, bias, has_bias, res2, has_res, act, alpha, beta, con
     n_, c_, h, wi, _, ho, wo = dims
     units = n_ * per_sample
     pw = ho * wo
-    relu = act == RELU and not has_res  # in the tiles' registers
-    if relu:
-        act = NONE
     for t in prange(parts):
         for u in range(t * units // parts, (t + 1) * units // parts):
             n, c0, c1 = unit_channels(u, per_sample, c_)
-            tiled_taps(y, x, wt, bias, 0, has_bias, relu, geo, dims, n, c0, c1)
+            tiled_taps(y, x, wt, bias, 0, has_bias, geo, dims, n, c0, c1)
             if not (has_res or act):
                 continue
             p0, p1 = n * pw, (n + 1) * pw

@@ -135,39 +135,39 @@ def _tap_products(mode, a, b, wt, geo, dims, cc):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _tile(R, V, x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
+def _tile(R, V, x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo,
           ys, tail):
     """simd.depthwise_tile(R, V) for R in (4, 1), V in 1-4: Numba needs each intrinsic
     called by its name."""
     if R == 4:
         if V == 4:
-            _T44(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
+            _T44(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo,
                  ys, tail)
         elif V == 3:
-            _T43(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
+            _T43(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo,
                  ys, tail)
         elif V == 2:
-            _T42(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
+            _T42(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo,
                  ys, tail)
         else:
-            _T41(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo,
+            _T41(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo,
                  ys, tail)
     elif V == 4:
-        _T14(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo, ys,
+        _T14(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo, ys,
              tail)
     elif V == 3:
-        _T13(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo, ys,
+        _T13(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo, ys,
              tail)
     elif V == 2:
-        _T12(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo, ys,
+        _T12(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo, ys,
              tail)
     else:
-        _T11(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu, y, yo, ys,
+        _T11(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo, ys,
              tail)
 
 
 @njit(cache=True, nogil=True)
-def tiled_taps(y, x, wt, bias, bias0, has_bias, relu, geo, dims, n, c0, c1):
+def tiled_taps(y, x, wt, bias, bias0, has_bias, geo, dims, n, c0, c1):
     """Channels ``[c0, c1)`` of sample ``n`` of the channels-last ``x`` (flat, ``dims`` as
     in depthwise_loops.py, weights ``(kh, kw, C)``, ``bias[bias0 + c]`` for channel ``c``)
     into ``y`` on the register tiles (simd.depthwise_tile), up to 4 vectors of channels at
@@ -201,7 +201,7 @@ def tiled_taps(y, x, wt, bias, bias0, has_bias, relu, geo, dims, n, c0, c1):
                     j1 = min(kw, (wi - 1 - x0) // dw + 1)
                 _tile(r, nv, x, ((n * h + y0 + i0 * dh) * wi + x0 + j0 * dw) * c_ + cb,
                       s * c_, dh * wi * c_, dw * c_, i1 - i0, j1 - j0, wt,
-                      (i0 * kw + j0) * c_ + cb, kw * c_, c_, bias, bias0 + cb, has_bias, relu, y,
+                      (i0 * kw + j0) * c_ + cb, kw * c_, c_, bias, bias0 + cb, has_bias, y,
                       (yrow + ox) * c_ + cb, c_, tail)
                 ox += r
 
@@ -268,7 +268,7 @@ def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, 
                 wt[uintp(d * cc + c)] = w[wb + uintp(taps - 1 - d if flip else d)]
     planes_to_rows(x, xt, n * c_ + c0, cc, src)
     if not adjoint:  # the transposed planes are one channels-last sample of cc channels
-        tiled_taps(acc, xt, wt, bias, c0, has_bias, False, geo,
+        tiled_taps(acc, xt, wt, bias, c0, has_bias, geo,
                    (1, cc, dims[2], dims[3], cc, dims[5], dims[6]), 0, 0, cc)
     else:
         for p in range(dst):

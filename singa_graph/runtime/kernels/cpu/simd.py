@@ -292,7 +292,7 @@ def window_max(S: int, KW: int = 0):
 
 def depthwise_tile(R: int, V: int):
     """The intrinsic ``depthwise_tile(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo,
-    has_bias, relu, y, yo, ys, tail)``: ``R`` output pixels by ``V`` vectors of ``LANES``
+    has_bias, y, yo, ys, tail)``: ``R`` output pixels by ``V`` vectors of ``LANES``
     channels of a depthwise convolution on channels-last arrays. For ``r < R`` and the
     channels ``v*LANES + l`` (``l < tail`` in the last vector)::
 
@@ -300,25 +300,24 @@ def depthwise_tile(R: int, V: int):
             + w[wo + i*wi + j*wj + v*LANES + l] * x[xo + r*xs + i*ri + j*rj + v*LANES + l]
               for each tap (i, j), i < kh, j < kw, in row-major order
 
-    then a ReLU (``relu``: ``v if v > 0 or v is NaN else +0``, the formula's). One
-    multiply and one add per tap, in the order of the loop kernels
+    One multiply and one add per tap, in the order of the loop kernels
     (depthwise_channels_last._tap_products, which skip the taps outside the input), so
     the results are theirs bit for bit: a pixel by a border passes only its taps inside
     (``kh``, ``kw`` and the offsets cut to them). The sums stay in registers; each tap's
     weights are loaded once for the ``R`` pixels."""
 
     @intrinsic
-    def call(typingctx, x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu,
-             y, yo, ys, tail):
-        sig = types.void(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, relu,
-                         y, yo, ys, tail)
+    def call(typingctx, x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo,
+             ys, tail):
+        sig = types.void(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo,
+                         ys, tail)
 
         def codegen(context, builder, sig, args):
             a = _Args(context, builder, sig, args, y.dtype)
             L, vt, load, store = a.lanes, a.vt, a.load, a.store
-            xo_, xs_, ri_, rj_, kh_, kw_, wo_, wi_, wj_, bo_, hb_, relu_, yo_, ys_, tail_ = \
-                a.ints(1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 13, 14, 16, 17, 18)
-            xp, wp, bp, yp = a.pointers(0, 7, 11, 15)
+            xo_, xs_, ri_, rj_, kh_, kw_, wo_, wi_, wj_, bo_, hb_, yo_, ys_, tail_ = \
+                a.ints(1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 13, 15, 16, 17)
+            xp, wp, bp, yp = a.pointers(0, 7, 11, 14)
             masks = a.vector_masks(V, tail_)
             zero = ir.Constant(vt, [0.0] * L)
 
@@ -354,12 +353,6 @@ def depthwise_tile(R: int, V: int):
                             xv = load(vec(xp, builder.add(xr, const(v * L))), masks[v])
                             builder.store(builder.fadd(builder.load(acc[r][v]),
                                                        builder.fmul(wv[v], xv)), acc[r][v])
-            with builder.if_then(builder.icmp_unsigned("!=", relu_, const(0))):
-                for r in range(R):
-                    for v in range(V):
-                        a = builder.load(acc[r][v])
-                        keep = builder.fcmp_unordered(">", a, zero)  # NaN kept, -0 -> +0
-                        builder.store(builder.select(keep, a, zero), acc[r][v])
             for r in range(R):
                 yr = builder.add(yo_, builder.mul(const(r), ys_))
                 for v in range(V):
