@@ -45,10 +45,6 @@ MIN_TERMS = 64
 #: it loses (1024 -> 128 at 4x4 107 -> 42, 832 -> 384 at 2x2 56 -> 37, 512 -> 128 at 8x8
 #: 92 -> 83)
 POINTWISE_MAX_PIXELS, POINTWISE_MIN_CHANNELS = 64, 128
-#: 3x3 stride-1 convs with at least this many input and output channels on 16x16 planes
-#: keep Winograd: 64 -> 64 180 against 201 us, 64 -> 192 484 against 556 (128 -> 32 228
-#: against 197 and 96 -> 128 583 against 546 go direct)
-WINOGRAD_CHANNELS = 64
 #: weights of more bytes stay with the GEMM kernels: a tile streams the whole weight, and
 #: over few pixels the product waits on memory (512 -> 512 at 2x2: 261 against 302 us)
 MAX_WEIGHT_BYTES = 16 << 20
@@ -65,11 +61,12 @@ def wins(op, x_shape, w_shape, y_shape, dtype) -> bool:
     if kh * kw == 1 and (pixels > POINTWISE_MAX_PIXELS or c < POINTWISE_MIN_CHANNELS
                          or o < 2 * Conv2dDirect.block(dtype)):
         return False
-    if o * c * kh * kw * np.dtype(dtype).itemsize > MAX_WEIGHT_BYTES:
-        return False
-    winograd = (kh == kw == 3 and op.stride == (1, 1) and op.dilation == (1, 1)
-                and pixels >= 256)
-    return not (winograd and min(c, o) >= WINOGRAD_CHANNELS)
+    # 3x3 convs that Winograd would take go direct too: in a plan its transformed weights
+    # are workspace, so it transforms them again on every call. On the 2-core Intel Xeon
+    # (Emerald Rapids) that transform alone took 330 of a 64 -> 64 conv's 500 us at 16x16,
+    # batch 2, where the tiles take 175 (resnet18 5.7 -> 3.5 ms, googlenet 4.4 -> 3.8); on
+    # the AMD EPYC the tiles were 10% slower there (201 against 180 us)
+    return o * c * kh * kw * np.dtype(dtype).itemsize <= MAX_WEIGHT_BYTES
 
 
 def direct_convs(graph) -> int:
