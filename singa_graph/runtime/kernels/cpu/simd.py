@@ -35,6 +35,15 @@ from numba.np.arrayobj import make_array
 VECTOR_BYTES = 64
 
 _I1, _I32, _I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
+_I8P = ir.IntType(8).as_pointer()
+#: rows of weights ahead of the one a tile multiplies that it asks the cache to fetch. A
+#: product's tile reads two vectors of a weight row, then the next row, a whole row of
+#: columns further on (12 KiB for ConvNeXt's 768 x 3072): every read starts a new page,
+#: where the hardware prefetchers stop. On the 2-core Intel Xeon (Emerald Rapids) those
+#: tiles waited on L3: 8 x 768 x 3072 593 -> 417 us, 8 x 3072 x 768 670 -> 265 with the
+#: weight in L3, convnext_tiny 23.3 -> 18.0 ms. Over the contiguous blocked weights of the
+#: conv tiles the hint falls on lines already fetched and costs a load slot
+PREFETCH_ROWS = 32
 
 
 def lanes(dtype) -> int:
@@ -120,6 +129,9 @@ def tile(R: int, V: int):
             nc_, kh_, kw_, ri_, rj_, rc_, tail_ = a.ints(*range(11, 18))
             splat = ir.Constant(ir.VectorType(_I32, n), [0] * n)
             masks = a.vector_masks(V, tail_)
+            prefetch = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [_I8P, _I32, _I32, _I32]),
+                "llvm.prefetch.p0i8")
             rows = [builder.add(xo_, builder.load(at(op, builder.add(p0_, const(r)))))
                     for r in range(R)]
             # zeroed on every call: an inlined tile runs inside its caller's loops
@@ -139,6 +151,12 @@ def tile(R: int, V: int):
                         wa = builder.add(wo_, builder.mul(builder.add(wj, lc.index), wr_))
                         wv = [load(at(wp, builder.add(wa, vectors[v]), True),
                                    masks[v]) for v in range(V)]
+                        ahead = builder.add(wa, builder.mul(const(PREFETCH_ROWS), wr_))
+                        for v in range(V):
+                            builder.call(prefetch, [builder.bitcast(
+                                at(wp, builder.add(ahead, vectors[v])), _I8P),
+                                ir.Constant(_I32, 0), ir.Constant(_I32, 3),
+                                ir.Constant(_I32, 1)])
                         for r in range(R):
                             s = builder.load(at(xp, builder.add(rows[r], xc)))
                             b = builder.shuffle_vector(
