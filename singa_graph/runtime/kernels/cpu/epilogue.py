@@ -45,7 +45,7 @@ def act_args(op, dtype) -> tuple:
 # One pass per step over the whole block, indexed ``y[p, o]``: taking a view per row (``r =
 # y[p]``, reference-counted) cost more than the arithmetic on the short rows of channels-last
 # blocks and small planes: 2048 x 8 with bias and ReLU 40 -> 9 us, 512 x 16 12 -> 5, 1280 x 4
-# (an NCHW block of 2x2 planes) 28 -> 7 (one thread, 2026-11-28). A single fused pass per
+# (an NCHW block of 2x2 planes) 28 -> 7 (one thread, 2026-11-27). A single fused pass per
 # element was not faster where every step is present, and branches on the steps inside its
 # inner loop stopped LLVM from vectorising it.
 @njit(cache=True, nogil=True, fastmath=False)
