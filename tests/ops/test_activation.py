@@ -153,9 +153,14 @@ def test_float16_computes_in_float32_rounded_once():
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("parallel", [False, True])
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
-def test_last_axis_softmax_in_place_matches_out_of_place_and_the_reference(dt):
-    # rows along the last axis run the vectorised row kernel; a plan runs it in place
+def test_last_axis_softmax_in_place_matches_out_of_place_and_the_reference(dt, parallel,
+                                                                          monkeypatch):
+    # rows along the last axis run the vectorised row kernel (its in-place loop is a
+    # separate one); a plan runs it in place
+    if parallel:
+        monkeypatch.setattr(kact, "PARALLEL_ROWS", 0)
     x = np.random.default_rng(3).standard_normal((7, 3, 197)).astype(dt) * 4
     x[0, 0, 5] = 80.0  # a dominant entry: the shift by the max keeps exp finite
     from singa_graph.runtime.registry import bind
