@@ -13,51 +13,41 @@ from numba import njit, prange, uintp
 from ...registry import carve, carved_bytes, kernel
 from .blas import HANDLE, gemm
 from .vexp import exp as _exp  # float32: vectorisable (libm's expf is a scalar call)
-from .loops import bound, loops, pick
+from .loops import bound, flat_view, loops, pick
 
 PARTS = 16
 _NO_MASK = np.zeros((1, 1, 1, 1), np.float32)  # read-only stand-in when there is no mask
 
 
 # ---------------------------------------------------------------------- layer norm
-@njit(cache=True, nogil=True, inline="always")
-def _sum(v, shift):
-    """``sum(v - shift)`` and ``sum((v - shift)**2)`` in float64, four lanes each (one
-    chain of dependent additions would wait on every add's latency)."""
-    s0 = s1 = s2 = s3 = 0.0
-    q0 = q1 = q2 = q3 = 0.0
-    n = v.shape[0]
-    j = 0
-    while j + 4 <= n:
-        d0, d1 = np.float64(v[j]) - shift, np.float64(v[j + 1]) - shift
-        d2, d3 = np.float64(v[j + 2]) - shift, np.float64(v[j + 3]) - shift
-        s0 += d0
-        s1 += d1
-        s2 += d2
-        s3 += d3
-        q0 += d0 * d0
-        q1 += d1 * d1
-        q2 += d2 * d2
-        q3 += d3 * d3
-        j += 4
-    while j < n:
-        d0 = np.float64(v[j]) - shift
-        s0 += d0
-        q0 += d0 * d0
-        j += 1
-    return (s0 + s1) + (s2 + s3), (q0 + q1) + (q2 + q3)
+# reassoc (pinned, not inherited): the sums may be regrouped into vector lanes; float64
+# keeps the order's effect far below float32's rounding
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
+def _moments(x, b, n, shift):
+    """``sum(x[b:b+n] - shift)`` and ``sum((x[b:b+n] - shift)**2)`` in float64."""
+    s = q = 0.0
+    for j in range(n):
+        d = np.float64(x[b + uintp(j)]) - shift
+        s += d
+        q += d * d
+    return s, q
 
 
 @loops
-def _LN_FWD(x, scale, bias, y, mean, rstd, eps):
-    m, n = x.shape
+def _LN_FWD(x, scale, bias, y, mean, rstd, eps, n):
+    """LayerNorm of the rows of the flat ``x`` (rows of ``n``), found by offset: slicing a
+    row per iteration bumped one reference count from every thread, and the sums in four
+    scalar lanes did not vectorise (a ViT's 130 x 64 rows 17.7 -> 14.3 us a step, 2026-11-27)."""
+    m = mean.shape[0]
     for i in prange(m):
-        mu = _sum(x[i], 0.0)[0] / n
-        s, s2 = _sum(x[i], mu)  # two passes: var of the centred values, no cancellation
+        b = uintp(i * n)
+        mu = _moments(x, b, n, 0.0)[0] / n
+        s, s2 = _moments(x, b, n, mu)  # two passes: var of the centred values, no cancellation
         mu += s / n
         r = 1.0 / np.sqrt(max(s2 / n - (s / n) ** 2, 0.0) + eps)
         for j in range(n):
-            y[i, j] = (x[i, j] - mu) * r * scale[j] + bias[j]
+            u = b + uintp(j)
+            y[u] = (x[u] - mu) * r * scale[j] + bias[j]
         mean[i] = mu
         rstd[i] = r
 
@@ -115,7 +105,7 @@ def layer_norm(op, ins, outs):
     x, scale, bias = (_rows(a, op.axis) if a is ins[0] else a.reshape(-1) for a in ins)
     y, mean, rstd = _rows(outs[0], op.axis), outs[1].reshape(-1), outs[2].reshape(-1)
     fn = pick(_LN_FWD, x.size)
-    return bound(fn, x, scale, bias, y, mean, rstd, op.eps)
+    return bound(fn, flat_view(x), scale, bias, flat_view(y), mean, rstd, op.eps, x.shape[1])
 
 
 def _ln_grad_geometry(op, ins):

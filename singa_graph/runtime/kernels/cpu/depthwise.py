@@ -23,7 +23,7 @@ from ...registry import carve, carved_bytes
 from . import depthwise_channels_last as last
 from . import depthwise_loops as loops
 from .epilogue import NONE, RELU, act_args, act_code, conv_epilogue
-from .loops import bound
+from .loops import bound, flat_view
 
 # Input channels per group up to which convs run on the direct kernels. Only depthwise
 # (1) has been measured against im2col + GEMM per group so far; the kernels are correct
@@ -50,15 +50,6 @@ def _parts(planes):
 def _widths(w_shape, groups):
     """``(cg, og)``: input and output channels per group."""
     return w_shape[1], w_shape[0] // groups
-
-
-def _flat(a):
-    """``a`` as a 1-d *view* (a copy would leave the step reading stale data)."""
-    v = a.reshape(-1)
-    if v.size and not np.may_share_memory(v, a):
-        raise ValueError(f"kernel needs a contiguous array, got strides {a.strides} for "
-                         f"shape {a.shape}")
-    return v
 
 
 def _pairs(src):
@@ -175,7 +166,7 @@ def conv2d(op, ins, outs, ws):
     (y,) = outs
     has_res = bool(getattr(op, "residual", False))
     has_bias = len(ins) - has_res == 3
-    bias = ins[2] if has_bias else _flat(w)[:0]
+    bias = ins[2] if has_bias else flat_view(w)[:0]
     act = act_code(op)
     # a ReLU with nothing before it is applied as the planes are stored; with a residual
     # it must follow the add, in the epilogue
@@ -190,11 +181,11 @@ def conv2d(op, ins, outs, ws):
         y3 = y.reshape(y.shape[0], y.shape[1], -1)
         res3 = ins[-1].reshape(y3.shape) if has_res else y3
         alpha, beta, k = act_args(op, y.dtype)
-        args = (_flat(x), _flat(w), y3, bias, has_bias, relu, plan[0], plan[1], res3,
+        args = (flat_view(x), flat_view(w), y3, bias, has_bias, relu, plan[0], plan[1], res3,
                 has_res, act, alpha, beta, k, scratch, parts, per_sample, False, False)
         return bound(last.forward, *args)
     (scratch,) = carve(ws, _spec(plan, y.dtype))
-    args = _correlate_args(_flat(x), _flat(w), _flat(y), False, plan, cg, og, bias, has_bias,
+    args = _correlate_args(flat_view(x), flat_view(w), flat_view(y), False, plan, cg, og, bias, has_bias,
                            relu, scratch)
     if not (has_res or act):
         return bound(loops.correlate, *args)
@@ -234,17 +225,17 @@ def conv2d_grad_input(op, ins, outs, ws):
         else:  # the adjoint of the forward's own geometry
             fwd = _plan(op, "fwd", dy.shape, w.shape, dx.shape)
             geo, dims, flip, adjoint = fwd[0], fwd[1], False, True
-        args = (_flat(dy), _flat(w), dx3, _flat(w)[:0], False, False, geo, dims, dx3,
+        args = (flat_view(dy), flat_view(w), dx3, flat_view(w)[:0], False, False, geo, dims, dx3,
                 False, NONE, alpha, beta, k, scratch, parts, per_sample, flip, adjoint)
         return bound(last.forward, *args)
     (scratch,) = carve(ws, _spec(plan, dx.dtype))
     if kind == "dx":
         # dx[iy, ix] = sum_{i,j} w[i, j] dy[iy + pt - i*dh, ix + pl - j*dw]: a correlation
         # of dy with the flipped kernel, padded by dilation*(k-1) - pad
-        args = _correlate_args(_flat(dy), _flat(w), _flat(dx), True, plan, cg, og,
-                               _flat(w)[:0], False, False, scratch)
+        args = _correlate_args(flat_view(dy), flat_view(w), flat_view(dx), True, plan, cg, og,
+                               flat_view(w)[:0], False, False, scratch)
         return bound(loops.correlate, *args)
-    args = (_flat(dy), _flat(w), _flat(dx), plan[0], plan[1], cg, og, scratch, plan[2])
+    args = (flat_view(dy), flat_view(w), flat_view(dx), plan[0], plan[1], cg, og, scratch, plan[2])
     return bound(loops.grad_input_strided, *args)
 
 
@@ -279,12 +270,12 @@ def conv2d_grad_weight(op, ins, outs, ws):
         spec, parts, units = chosen
         (scratch,) = carve(ws, spec)
         geo, dims = _plan(op, "fwd", dy.shape, dw.shape, x.shape)[:2]
-        args = (_flat(dy), _flat(x), _flat(dw), geo, dims, scratch, parts, units)
+        args = (flat_view(dy), flat_view(x), flat_view(dw), geo, dims, scratch, parts, units)
         return bound(last.grad_weight, *args)
     cg, og = _widths(dw.shape, op.groups)
     plan = _plan(op, "dw", dy.shape, dw.shape, x.shape)
     (scratch,) = carve(ws, _spec(plan, dw.dtype))
-    args = (_flat(dy), _flat(x), _flat(dw), plan[0], plan[1], cg, og, scratch, plan[2])
+    args = (flat_view(dy), flat_view(x), flat_view(dw), plan[0], plan[1], cg, og, scratch, plan[2])
     return bound(loops.grad_weight, *args)
 
 

@@ -2,6 +2,7 @@
 fixed arguments."""
 import types
 
+import numpy as np
 from numba import njit, typeof
 from numba.core.dispatcher import Dispatcher
 from numba.core.typing.typeof import Purpose
@@ -30,6 +31,16 @@ def loops(fn=None, **options):
 def pick(pair, work: int):
     """The version of ``pair`` (from :func:`loops`) worth running for ``work`` steps."""
     return pair[work >= PARALLEL_WORK]
+
+
+def flat_view(a):
+    """``a`` as a 1-d *view*: a kernel that writes into a copy would leave the step's
+    output, or a parameter updated in place, silently unchanged."""
+    v = a.reshape(-1)
+    if v.size and not np.may_share_memory(v, a):
+        raise ValueError(f"kernel needs a contiguous array, got strides {a.strides} for "
+                         f"shape {a.shape}")
+    return v
 
 
 def bound(fn, *args):

@@ -9,7 +9,7 @@ import numpy as np
 from numba import prange
 
 from ...registry import kernel
-from .loops import loops, pick
+from .loops import flat_view, loops, pick
 
 
 @loops
@@ -54,14 +54,10 @@ def _ADAGRAD(p, g, h, lr, eps, wd):
         p[i] -= lr * d / (np.sqrt(hi) + eps)
 
 
-def _flat(a):
-    return a.reshape(-1)
-
-
 @kernel("SGDUpdate")
 def sgd(op, ins, outs):
-    p, g = _flat(ins[0]), _flat(ins[1])
-    buf = _flat(ins[2]) if op.momentum else p[:0]
+    p, g = flat_view(ins[0]), flat_view(ins[1])
+    buf = flat_view(ins[2]) if op.momentum else p[:0]
     lr, mom, damp, wd = ins[-4:]
     nest = op.nesterov
     use = op.momentum
@@ -71,7 +67,7 @@ def sgd(op, ins, outs):
 
 @kernel("AdamUpdate")
 def adam(op, ins, outs):
-    p, g, m, v = (_flat(a) for a in ins[:4])
+    p, g, m, v = (flat_view(a) for a in ins[:4])
     step, lr, b1, b2, eps, wd = ins[4:]
 
     adam_ = pick(_ADAM, p.size)
@@ -84,7 +80,7 @@ def adam(op, ins, outs):
 
 @kernel("RMSPropUpdate")
 def rmsprop(op, ins, outs):
-    p, g, s = (_flat(a) for a in ins[:3])
+    p, g, s = (flat_view(a) for a in ins[:3])
     lr, rho, eps, wd = ins[3:]
     rmsprop_ = pick(_RMSPROP, p.size)
     return lambda: rmsprop_(p, g, s, lr[()], rho[()], eps[()], wd[()])
@@ -92,7 +88,7 @@ def rmsprop(op, ins, outs):
 
 @kernel("AdaGradUpdate")
 def adagrad(op, ins, outs):
-    p, g, h = (_flat(a) for a in ins[:3])
+    p, g, h = (flat_view(a) for a in ins[:3])
     lr, eps, wd = ins[3:]
     adagrad_ = pick(_ADAGRAD, p.size)
     return lambda: adagrad_(p, g, h, lr[()], eps[()], wd[()])
