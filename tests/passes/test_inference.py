@@ -47,27 +47,33 @@ def _act(y, act):
     return y
 
 
-def _conv_chain(act, residual, bias, seed=0):
+def _conv_chain(act, residual, bias, seed=0, depthwise=False):
+    # depthwise: 4 -> 4 channels, groups 4, on planes large enough (17x17) for the NCHW
+    # plane-by-plane kernel (depthwise.py), whose threads run the epilogue on their parts
+    o, side = (4, 17) if depthwise else (6, 7)
+
     def build():
         rng = np.random.default_rng(seed)
-        x = Placeholder((2, 4, 7, 7), name="x")
-        w = _const(rng.standard_normal((6, 4, 3, 3)) * 0.4)
-        b = _const(rng.standard_normal(6)) if bias else None
-        y = ops.conv2d(x, w, b, 1, 1)
+        x = Placeholder((2, 4, side, side), name="x")
+        w = _const(rng.standard_normal((o, 1 if depthwise else 4, 3, 3)) * 0.4)
+        b = _const(rng.standard_normal(o)) if bias else None
+        y = ops.conv2d(x, w, b, 1, 1, groups=4 if depthwise else 1)
         if residual:  # a 1x1 shortcut computed after the main convolution
-            y = ops.add(y, ops.conv2d(x, _const(rng.standard_normal((6, 4, 1, 1))), None))
+            y = ops.add(y, ops.conv2d(x, _const(rng.standard_normal((o, 4, 1, 1))), None))
         return Graph([ops.mul(_act(y, act), _const(1.5))], inputs=[x])
     return build
 
 
+@pytest.mark.parametrize("depthwise", [False, True])
 @pytest.mark.parametrize("act", ["", "relu", "relu6", "hardswish", "silu"])
 @pytest.mark.parametrize("residual", [False, True])
-def test_fused_conv_epilogue_is_bit_for_bit(act, residual):
+def test_fused_conv_epilogue_is_bit_for_bit(act, residual, depthwise):
     if not act and not residual:
         pytest.skip("nothing to fuse")
-    x = np.random.default_rng(1).standard_normal((2, 4, 7, 7)).astype(np.float32) * 4
+    side = 17 if depthwise else 7
+    x = np.random.default_rng(1).standard_normal((2, 4, side, side)).astype(np.float32) * 4
     x[0, 0, :2] = 0.0  # exact zeros (and -0.0 after a zero conv row) reach the epilogue
-    p1, p0, y, y0 = _pair(_conv_chain(act, residual, bias=True), x)
+    p1, p0, y, y0 = _pair(_conv_chain(act, residual, bias=True, depthwise=depthwise), x)
     np.testing.assert_array_equal(y, y0)
     label = "+".join(["Conv2d"] + (["Add"] if residual else []) +
                      ([{"relu": "ReLU", "relu6": "ReLU6", "hardswish": "HardSwish",

@@ -30,6 +30,8 @@ H_dst, W_dst)`` in the direction of the correlation.
 """
 from numba import njit, prange, uint32, uint64, uintp
 
+from .epilogue import NONE, block_epilogue
+
 
 LANES = 16  # independent partial sums of a row reduction
 
@@ -248,14 +250,17 @@ def _kernel_row(wide, pad, w, wb, flip, i, kw, nt, s, dh, dw, hq, wq, n):
 
 @njit(cache=True, nogil=True, parallel=True)
 def correlate(src, pairs, p0, w, dst, transposed, geo, dims, cg, og, bias, has_bias, relu, ws,
-              bits, parts):
+              bits, parts, dst2, res2, has_res, act, alpha, beta, kc):
     """Every plane ``dst[n, c]`` of a direct correlation of ``src`` with ``w``.
 
     Forward: ``c`` is an output channel; it reads the ``cg`` input channels of its group.
     ``transposed`` (the input gradient of a stride-1 conv): ``c`` is an input channel; it
     reads the ``og`` output channels of its group, each kernel flipped, and ``geo`` holds
     the transposed padding ``dilation*(k-1) - pad``. ``ws`` is ``(parts, s*s*Hq*Wq + L)``
-    (:func:`phases`), and ``bits`` is its uint32 view (empty if not float32)."""
+    (:func:`phases`), and ``bits`` is its uint32 view (empty if not float32). Each part
+    ends with the conv epilogue (residual ``res2``, activation ``act``; epilogue.py) on its
+    rows of ``dst2``, ``dst`` as ``(N*C_dst, H_dst*W_dst)`` (``kc``: the formulas'
+    constants)."""
     kh, kw, s, pt, pl, dh, dw = geo
     n_, cs, hs, ws_, cd, ho, wo = dims
     hq, wq, ln = phases(kh, kw, s, dh, dw, ho, wo)
@@ -290,6 +295,10 @@ def correlate(src, pairs, p0, w, dst, transposed, geo, dims, cg, og, bias, has_b
                     if relu and not (f >= zero or f != f):
                         f = zero
                     dst[uintp(db + oy * wo + ox)] = f
+        if has_res or act != NONE:
+            r0, r1 = t * total // parts, (t + 1) * total // parts
+            block_epilogue(dst2[r0:r1], bias, False, True, res2[r0:r1], has_res, act, alpha,
+                           beta, kc)
 
 
 @njit(cache=True, nogil=True, inline="always")
