@@ -120,13 +120,13 @@ IM2COL = [
     (3, 6, 5, (3, 2), (2, 1), (1, 0, 0, 1), (2, 1)),
     (2, 5, 5, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1)),
     (2, 3, 4, (3, 3), (1, 2), (2, 3, 2, 3), (1, 1)),       # more padding than input columns
-    # stride 2 across: float32 rows are read as 64-bit pairs, odd and even starts, planes
-    # of an odd size (the last element beyond the last pair), stems
-    (2, 9, 11, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
-    (3, 13, 13, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1)),
-    (2, 12, 16, (3, 3), (2, 2), (0, 0, 0, 0), (1, 1)),
-    (1, 9, 17, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1)),
-    (2, 10, 19, (3, 3), (2, 2), (0, 1, 1, 0), (2, 2)),
+    # stride 2 across, output rows of 12 and more: float32 rows are read as 64-bit pairs
+    # (odd and even starts; x of an odd size, whose last element is beyond the last pair)
+    (2, 9, 25, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+    (3, 13, 29, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1)),
+    (2, 12, 32, (3, 3), (2, 2), (0, 0, 0, 0), (1, 1)),
+    (1, 9, 25, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1)),
+    (2, 10, 31, (3, 3), (2, 2), (0, 1, 1, 0), (2, 2)),
 ]
 
 
@@ -136,12 +136,12 @@ def test_im2col_and_col2im_match_references(case, dtype):
     c, h, w, (kh, kw), stride, pads, dil = case
     ho = (h + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) // stride[0] + 1
     wo = (w + pads[1] + pads[3] - dil[1] * (kw - 1) - 1) // stride[1] + 1
-    x = rng.standard_normal((2, c, h, w)).astype(dtype)
+    x = rng.standard_normal((3, c, h, w)).astype(dtype)  # 3 samples: an odd size
     ref = _im2col_reference(x, kh, kw, stride, pads, dil, ho, wo)
     geo = (kh, kw, *stride, pads[0], pads[1], *dil)
-    x3 = x.reshape(2, c, h * w)
+    x3 = x.reshape(3, c, h * w)
     cols = np.full((c * kh * kw, ho * wo), np.nan, dtype)
-    for n in range(2):
+    for n in range(3):
         conv_loops.im2col(x, x3, n, cols, geo, ho, wo)
         np.testing.assert_array_equal(cols, ref[n])
         if dtype == np.float32:

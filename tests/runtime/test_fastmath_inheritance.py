@@ -18,6 +18,7 @@ import singa_graph.runtime.kernels.cpu as cpu
 SAFE = {
     "conv_loops.im2col": "copies and zeros",
     "conv_loops._im2col_shifted": "copies and zeros",
+    "conv_loops._im2col_pairs": "copies and zeros",
     "conv_loops._copy_every_other": "copies (bits)",
     "conv_loops._span": "integer bounds",
     "dots.block_of": "integer bounds",
