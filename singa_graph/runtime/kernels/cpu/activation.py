@@ -18,7 +18,7 @@ from ....runtime import threads
 from ...registry import kernel
 from .attention import sum64
 from .vexp import exp as _exp
-from .loops import bound
+from .loops import bound, flat_view
 
 # Elements from which the row-wise ops run their rows in parallel.
 PARALLEL_ROWS = 1 << 15
@@ -57,11 +57,6 @@ def _noop():
     pass
 
 
-def flat(a):
-    """The 1-d view of an array that :func:`contiguous` made C-contiguous (so never a copy)."""
-    return a.reshape(-1)
-
-
 def rowwise(code):
     """Kernel factory running row function number ``code`` (see :func:`_row`) along
     ``op.axis``."""
@@ -80,9 +75,9 @@ def rowwise(code):
             rows, n = s3[0], s3[1]
             inplace = a.ctypes.data == y.ctypes.data  # else the plan never overlaps them
             if not big:
-                return bound(_softmax_span, flat(a), flat(y), inplace, 0, rows, n)
+                return bound(_softmax_span, flat_view(a), flat_view(y), inplace, 0, rows, n)
             parts = max(1, min(threads.num_threads(), rows))
-            return bound(_softmax_rows_parallel, flat(a), flat(y), inplace, rows, n, parts)
+            return bound(_softmax_rows_parallel, flat_view(a), flat_view(y), inplace, rows, n, parts)
         drive = _rows_parallel if big else _rows_serial
         return bound(drive, code, a, b, y)
     return factory

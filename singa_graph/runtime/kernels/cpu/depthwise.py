@@ -71,8 +71,8 @@ def _correlate_args(src, w, dst, transposed, plan, cg, og, bias, has_bias, relu,
     pairs, p0 = _pairs(src)
     bits = (scratch.view(np.uint32) if scratch.dtype == np.float32
             else np.empty((scratch.shape[0], 0), np.uint32))
-    planes = dst.size // (plan[1][5] * plan[1][6]) if dst.size else 0
-    dst2 = dst.reshape(planes, -1)
+    d = plan[1]
+    dst2 = dst.reshape(d[0] * d[4], d[5] * d[6])  # (N*C_dst, H_dst*W_dst)
     if epilogue is None:
         zero = dst.dtype.type(0)
         epilogue = (dst2, False, NONE, zero, zero, formulas.constants(dst.dtype))

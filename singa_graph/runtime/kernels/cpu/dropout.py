@@ -4,7 +4,8 @@ import numpy as np
 from numba import njit
 
 from ...registry import kernel
-from .activation import contiguous, flat
+from .activation import contiguous
+from .loops import flat_view
 
 
 @njit(cache=True)
@@ -25,7 +26,7 @@ def dropout(op, ins, outs):
         if np.shares_memory(x, y):
             return lambda: None
         return lambda: np.copyto(y, x)
-    x, y, m = flat(x), flat(outs[0]), flat(outs[1])
+    x, y, m = flat_view(x), flat_view(outs[0]), flat_view(outs[1])
     dt = x.dtype.type
     ratio, scale = dt(op.ratio), dt(1.0 / (1.0 - op.ratio))
     # created here, not per step: the plan's step then walks one reproducible stream

@@ -8,7 +8,8 @@ import numpy as np
 from numba import njit
 
 from ...registry import kernel
-from .activation import _row_lse, contiguous, flat
+from .activation import _row_lse, contiguous
+from .loops import flat_view
 
 
 def _inv_batch(shape):
@@ -65,7 +66,7 @@ def _sce_grad_probs(x, t, dy, inv_n, dx):
 @contiguous
 def softmax_cross_entropy(op, ins, outs):
     x, t = ins
-    out, inv_n = flat(outs[0]), _inv_batch(x.shape)
+    out, inv_n = flat_view(outs[0]), _inv_batch(x.shape)
     fn = _sce_probs if t.dtype.kind == "f" else _sce_labels
     return lambda: fn(x, t, out, inv_n)
 
@@ -74,7 +75,7 @@ def softmax_cross_entropy(op, ins, outs):
 @contiguous
 def softmax_cross_entropy_grad(op, ins, outs):
     x, t, dy = ins
-    (dx,), d1, inv_n = outs, flat(dy), _inv_batch(x.shape)
+    (dx,), d1, inv_n = outs, flat_view(dy), _inv_batch(x.shape)
     fn = _sce_grad_probs if t.dtype.kind == "f" else _sce_grad_labels
     return lambda: fn(x, t, d1, inv_n, dx)
 
@@ -98,16 +99,16 @@ def _mse_grad(x, t, dy, inv_n, dx):
 @kernel("MeanSquareError")
 @contiguous
 def mse(op, ins, outs):
-    x, t = flat(ins[0]), flat(ins[1])
-    out, scale = flat(outs[0]), 1.0 / max(x.size, 1)
+    x, t = flat_view(ins[0]), flat_view(ins[1])
+    out, scale = flat_view(outs[0]), 1.0 / max(x.size, 1)
     return lambda: _mse(x, t, out, scale)
 
 
 @kernel("MeanSquareErrorGrad")
 @contiguous
 def mse_grad(op, ins, outs):
-    x, t, dy = (flat(a) for a in ins)
-    dx, two_over_n = flat(outs[0]), 2.0 / max(x.size, 1)
+    x, t, dy = (flat_view(a) for a in ins)
+    dx, two_over_n = flat_view(outs[0]), 2.0 / max(x.size, 1)
     return lambda: _mse_grad(x, t, dy, two_over_n, dx)
 
 
@@ -130,16 +131,16 @@ def _ce_grad(y, t, dy, inv_n, dx):
 @kernel("CrossEntropy")
 @contiguous
 def cross_entropy(op, ins, outs):
-    y, t = flat(ins[0]), flat(ins[1])
-    out, inv_n = flat(outs[0]), _inv_batch(ins[0].shape)
+    y, t = flat_view(ins[0]), flat_view(ins[1])
+    out, inv_n = flat_view(outs[0]), _inv_batch(ins[0].shape)
     return lambda: _ce(y, t, out, inv_n)
 
 
 @kernel("CrossEntropyGrad")
 @contiguous
 def cross_entropy_grad(op, ins, outs):
-    y, t, dy = (flat(a) for a in ins)
-    dx, inv_n = flat(outs[0]), _inv_batch(ins[0].shape)
+    y, t, dy = (flat_view(a) for a in ins)
+    dx, inv_n = flat_view(outs[0]), _inv_batch(ins[0].shape)
     return lambda: _ce_grad(y, t, dy, inv_n, dx)
 
 
