@@ -148,6 +148,35 @@ def _numpy_depthwise(x, W, s, p, d):
     return y
 
 
+def _numpy_depthwise_grad_weight(dy, x, k, s, p, d):
+    """``dW`` of a depthwise conv in plain numpy: each tap's products summed over the
+    batch and the output plane (groups == C)."""
+    c, m = x.shape[1], dy.shape[1] // x.shape[1]
+    ho, wo = dy.shape[2:]
+    xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+    dw = np.zeros((dy.shape[1], 1, k, k))
+    for oc in range(dy.shape[1]):
+        for i in range(k):
+            for j in range(k):
+                tap = xp[:, oc // m, i * d:i * d + s * (ho - 1) + 1:s,
+                         j * d:j * d + s * (wo - 1) + 1:s]
+                dw[oc, 0, i, j] = (dy[:, oc] * tap).sum()
+    return dw
+
+
+# the plane-by-plane weight gradient's dot products: 3x3 in one pass, 5- and 7-wide rows,
+# any other kernel tap by tap (2, 4), strided, dilated, with a channel multiplier
+@pytest.mark.parametrize("case", [(2, 3, 1, 9, 8, 3, 1, 1, 2), (2, 3, 1, 10, 9, 3, 2, 1, 1),
+                                  (1, 2, 2, 11, 10, 5, 2, 2, 1), (2, 2, 1, 9, 12, 7, 1, 3, 1),
+                                  (2, 3, 1, 8, 7, 4, 2, 1, 1), (1, 4, 1, 6, 7, 2, 1, 0, 1)])
+def test_planes_weight_gradient_matches_numpy_in_float64(case, monkeypatch):
+    monkeypatch.setattr(depthwise, "LAST_PLANE_DW", 0)
+    x, W, _, dy, (s, p, d, g) = _case(case, np.float64)
+    got = eager(lambda u, v: ops.Conv2dGradWeight(s, p, d, g, w_shape=W.shape)(u, v), dy, x)
+    np.testing.assert_allclose(got, _numpy_depthwise_grad_weight(dy, x, case[5], s, p, d),
+                               rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("case", DEPTHWISE[:6] + DEPTHWISE[8:10])
 def test_depthwise_forward_matches_numpy(case):
     x, W, _, _, (s, p, d, g) = _case(case, np.float64)

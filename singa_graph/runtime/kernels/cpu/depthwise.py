@@ -3,14 +3,14 @@
 A grouped conv whose groups see few input channels each (depthwise: one) does little work
 per group, so im2col + one small GEMM per group (conv.py) spends its time copying and in
 GEMM call overhead. These kernels compute such convs directly on NCHW planes, row by row
-(depthwise_loops.py), for any kernel size, stride, padding and dilation:
+(depthwise_loops.py, depthwise_dots.py), for any kernel size, stride, padding and dilation:
 
 * forward: each output plane is the sum of its group's input planes correlated with their
   kernels (bias and fused ReLU applied on the way);
 * input gradient, stride 1: the same correlation, of ``dy`` with the kernels flipped and
   padded by ``dilation*(k-1) - pad``; strided: tap-by-tap adds into the input plane;
-* weight gradient: per output channel, products summed column-wise into per-thread rows of
-  planned workspace, then reduced.
+* weight gradient: per output channel and sample, one dot product per tap between ``dy``'s
+  plane and the input's phase planes (the forward's geometry).
 
 Each output plane is written by one thread in a fixed order, so the results do not depend
 on the thread count. :func:`direct` says which convs take this path; :func:`dispatch` wraps
@@ -22,6 +22,7 @@ from ....ops import formulas
 from ....runtime import threads
 from ...registry import carve, carved_bytes
 from . import depthwise_channels_last as last
+from . import depthwise_dots
 from . import depthwise_loops as loops
 from .epilogue import NONE, RELU, act_args, act_code
 from .loops import bound, flat_view
@@ -64,13 +65,20 @@ def _pairs(src):
     return src[p0:p0 + 2 * m].view(np.uint64), int(p0)
 
 
+def _bits(scratch):
+    """A float32 workspace as uint32 (its phase planes are written as bits from ``_pairs``);
+    empty for other dtypes."""
+    if scratch.dtype == np.float32:
+        return scratch.view(np.uint32)
+    return np.empty((scratch.shape[0], 0), np.uint32)
+
+
 def _correlate_args(src, w, dst, transposed, plan, cg, og, bias, has_bias, relu, scratch,
                     epilogue=None):
     """loops.correlate's arguments, with the views that it reads as bits; ``epilogue`` is
     ``(res, has_res, act, alpha, beta, k)`` (None: none), ``res`` shaped like ``dst``."""
     pairs, p0 = _pairs(src)
-    bits = (scratch.view(np.uint32) if scratch.dtype == np.float32
-            else np.empty((scratch.shape[0], 0), np.uint32))
+    bits = _bits(scratch)
     d = plan[1]
     dst2 = dst.reshape(d[0] * d[4], d[5] * d[6])  # (N*C_dst, H_dst*W_dst)
     if epilogue is None:
@@ -99,15 +107,14 @@ def _plan(op, kind, dy_shape, w_shape, x_shape):
     else:
         geo = (kh, kw, s, pt, pl, dh, dw)
         dims = (n, x_shape[1], x_shape[2], x_shape[3], dy_shape[1], ho, wo)
-        if kind == "fwd":  # the padded plane split into its s*s phases
+        if kind in ("fwd", "dw"):  # the padded plane split into its s*s phases
             hq, wq, ln = loops.phases(kh, kw, s, dh, dw, ho, wo)
             hp, wp = s * hq, s * wq
         else:
             hp, wp, ln = loops.pitch(kh, kw, s, dh, dw, ho, wo)
     planes = {"fwd": n * dy_shape[1], "dx": n * x_shape[1], "dx_strided": n * x_shape[1],
               "dw": w_shape[0]}[kind]
-    per = hp * wp + ln + (cg * kh * kw * ln + loops.LANES if kind == "dw" else 0)
-    return geo, tuple(int(v) for v in dims), _parts(planes), int(per)
+    return geo, tuple(int(v) for v in dims), _parts(planes), int(hp * wp + ln)
 
 
 def _spec(plan, dtype):
@@ -241,8 +248,12 @@ def conv2d_grad_input(op, ins, outs, ws):
     return bound(loops.grad_input_strided, *args)
 
 
-#: output planes up to which depthwise weight gradients run channels innermost
-LAST_PLANE_DW = 256
+#: output planes up to which depthwise weight gradients run channels innermost. Measured at
+#: batch 8, two threads (2026-11-27), channels innermost against the planes' dot products:
+#: 16x16 outputs go to the planes (96 channels 32x32 stride 2 391 -> 268 us, 144 at 16x16
+#: 385 -> 238), 8x8 and smaller stay (144 at 16x16 stride 2 147 against 227, 384 at 4x4 42
+#: against 372).
+LAST_PLANE_DW = 64
 
 
 def _dw_last_plan(op, ins, outs):
@@ -277,8 +288,10 @@ def conv2d_grad_weight(op, ins, outs, ws):
     cg, og = _widths(dw.shape, op.groups)
     plan = _plan(op, "dw", dy.shape, dw.shape, x.shape)
     (scratch,) = carve(ws, _spec(plan, dw.dtype))
-    args = (flat_view(dy), flat_view(x), flat_view(dw), plan[0], plan[1], cg, og, scratch, plan[2])
-    return bound(loops.grad_weight, *args)
+    pairs, p0 = _pairs(flat_view(x))
+    args = (flat_view(dy), flat_view(x), pairs, p0, flat_view(dw), plan[0], plan[1], cg, og,
+            scratch, _bits(scratch), plan[2])
+    return bound(depthwise_dots.grad_weight, *args)
 
 
 def _weight_shape(name, ins, outs):

@@ -20,9 +20,8 @@ is written once per call: every plane has the same geometry, so only the source'
 elements are copied in for the next.
 
 Accumulation is in the arrays' dtype (float32 sums in float32). Work is split into
-``parts`` contiguous ranges of planes (output channels for dW), one per thread of Numba's
-pool; each plane is computed by one thread in a fixed order, so results do not depend on
-the thread count. Arrays are flat (1-d) and indexed with unsigned offsets, which lets LLVM
+``parts`` contiguous ranges of planes, one per thread of Numba's pool; each plane is
+computed by one thread in a fixed order, so results do not depend on the thread count. Arrays are flat (1-d) and indexed with unsigned offsets, which lets LLVM
 drop Numba's negative-index wrap-around.
 
 ``geo`` is ``(kh, kw, s, pt, pl, dh, dw)``; ``dims`` is ``(N, C_src, H_src, W_src, C_dst,
@@ -31,28 +30,6 @@ H_dst, W_dst)`` in the direction of the correlation.
 from numba import njit, prange, uint32, uint64, uintp
 
 from .epilogue import NONE, block_epilogue
-
-
-LANES = 16  # independent partial sums of a row reduction
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _sum_row(a, b, n, lanes):
-    """``sum(a[b:b+n])`` over ``LANES`` interleaved partial sums (held in ``lanes``): one
-    running sum is a chain of dependent adds, 4 cycles each; these vectorise."""
-    zero = a.dtype.type(0)
-    for k in range(LANES):
-        lanes[k] = zero
-    m = n - n % LANES
-    for q in range(0, m, LANES):
-        for k in range(LANES):
-            lanes[k] += a[uintp(b + q + k)]
-    sm = zero
-    for k in range(LANES):
-        sm += lanes[k]
-    for q in range(m, n):
-        sm += a[uintp(b + q)]
-    return sm
 
 
 @njit(cache=True, nogil=True)
@@ -344,47 +321,3 @@ def grad_input_strided(dy, w, dx, geo, dims, cg, og, ws, parts):
                     cc = ix + pl
                     inside = r < hp and cc < wp
                     dx[uintp(xb + iy * wi + ix)] = pad[uintp(r * wp + cc)] if inside else zero
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def grad_weight(dy, x, dw_, geo, dims, cg, og, ws, parts):
-    """``dW[oc, ci, i, j] = sum_{n, oy, ox} dy[n, oc, oy, ox] * x[n, c, iy, ix]`` (``dims``:
-    x as source, dy as destination).
-
-    Output channels are split over the parts; a part adds one channel's products
-    element-wise into its own ``cg*kh*kw`` rows of length L (planned workspace: adds that
-    vectorise, where a scalar sum would not), then sums each row. ``ws`` is ``(parts,
-    Hp*Wp + L + cg*kh*kw*L + LANES)``."""
-    kh, kw, s, pt, pl, dh, dw = geo
-    n_, c_, h, wi, o_, ho, wo = dims
-    hp, wp, ln = pitch(kh, kw, s, dh, dw, ho, wo)
-    taps = kh * kw
-    rows = cg * taps
-    us = uintp(s)
-    for t in prange(parts):
-        pad, wide = ws[t, :hp * wp], ws[t, hp * wp:hp * wp + ln]
-        acc = ws[t, hp * wp + ln:hp * wp + ln + rows * ln]
-        lanes = ws[t, hp * wp + ln + rows * ln:hp * wp + ln + rows * ln + LANES]
-        zero = pad.dtype.type(0)
-        for oc in range(t * o_ // parts, (t + 1) * o_ // parts):
-            for q in range(rows * ln):
-                acc[uintp(q)] = zero
-            g = oc // og
-            for n in range(n_):
-                _widen(wide, dy, (n * o_ + oc) * ho * wo, ho, wo, wp)
-                for ci in range(cg):
-                    _fill_all_phases(pad, x, (n * c_ + g * cg + ci) * h * wi, h, wi, hp, wp,
-                                     1, pt, pl)
-                    for tp in range(taps):
-                        off = uintp((tp // kw) * dh * wp + (tp % kw) * dw)
-                        ab = uintp((ci * taps + tp) * ln)
-                        if s == 1:  # contiguous: vectorised
-                            for q in range(ln):
-                                u = uintp(q)
-                                acc[ab + u] += wide[u] * pad[u + off]
-                        else:
-                            for q in range(ln):
-                                u = uintp(q)
-                                acc[ab + u] += wide[u] * pad[u * us + off]
-            for r in range(rows):
-                dw_[oc * rows + r] = _sum_row(acc, r * ln, ln, lanes)
