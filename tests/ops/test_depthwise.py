@@ -3,9 +3,10 @@ forward, input gradient and weight gradient against PyTorch and a plain numpy re
 float64 finite differences, graph == eager, and independence from the thread count."""
 import numpy as np
 import pytest
+from numba import njit
 
 from singa_graph import ops
-from singa_graph.runtime.kernels.cpu import depthwise
+from singa_graph.runtime.kernels.cpu import depthwise, depthwise_loops
 from helpers import check_grad, eager, graph_matches_eager
 
 torch = pytest.importorskip("torch")
@@ -235,6 +236,14 @@ def test_channels_last_forward_does_not_depend_on_thread_count(monkeypatch):
         np.testing.assert_array_equal(o, outs[0])
 
 
+@njit(cache=True)
+def _fill_phases(pad, src, pairs, p0, base, h, w, hq, wq, s, p):
+    # one compiled function for every geometry (a closure over them compiled one each)
+    pad[:] = 0
+    depthwise_loops._fill_phases(pad, pad.view(np.uint32), src, pairs, p0, base, h, w, hq, wq,
+                                 s, p, p)
+
+
 @pytest.mark.parametrize("start", [0, 1], ids=["aligned", "unaligned"])
 @pytest.mark.parametrize("geo", [(3, 2, 1, 1, 8, 8), (3, 2, 1, 1, 7, 9), (5, 2, 2, 1, 6, 5),
                                  (3, 2, 0, 1, 9, 7), (3, 3, 1, 1, 11, 10), (3, 2, 1, 2, 10, 9),
@@ -243,28 +252,18 @@ def test_phase_planes_of_a_padded_plane(geo, start):
     """The strided forward's phase planes (depthwise_loops._fill_phases, from the source's
     64-bit pairs at stride 2, starting on a pair's high half or its low one) against numpy's
     slices of the padded plane, the padding's zeros included."""
-    from numba import njit
-
-    from singa_graph.runtime.kernels.cpu import depthwise_loops as loops
-
     k, s, p, d, h, w = geo
     ho, wo = (h + 2 * p - d * (k - 1) - 1) // s + 1, (w + 2 * p - d * (k - 1) - 1) // s + 1
-    hq, wq, _ = loops.phases(k, k, s, d, d, ho, wo)
+    hq, wq, _ = depthwise_loops.phases(k, k, s, d, d, ho, wo)
     planes = 3
     buf = rng.standard_normal(start + planes * h * w + 1).astype(np.float32)
     src = buf[start:start + planes * h * w]
     pairs, p0 = depthwise._pairs(src)
 
-    @njit
-    def fill(pad, src, pairs, p0, plane):
-        pad[:] = 0
-        loops._fill_phases(pad, pad.view(np.uint32), src, pairs, p0, plane * h * w, h, w, hq,
-                           wq, s, p, p)
-
     padded = np.zeros((s * hq + h + 2 * p, s * wq + w + 2 * p), np.float32)
     for plane in range(planes):
         pad = np.full(s * s * hq * wq, np.nan, np.float32)
-        fill(pad, src, pairs, p0, plane)
+        _fill_phases(pad, src, pairs, p0, plane * h * w, h, w, hq, wq, s, p)
         padded[:] = 0
         padded[p:p + h, p:p + w] = src[plane * h * w:(plane + 1) * h * w].reshape(h, w)
         want = np.stack([padded[a::s, b::s][:hq, :wq] for a in range(s) for b in range(s)])
