@@ -45,10 +45,12 @@ def applies(op, x_shape, w_shape) -> bool:
 
 
 def _pitch(n, itemsize):
-    """Elements from one point's plane of ``V`` or ``M`` to the next: ``n`` rounded up to
-    an odd number of cache lines. The transforms read or write six planes at once; planes
-    a multiple of 4 KiB apart share an L1 set and evicted each other (3x slower)."""
-    lines = -(-n * itemsize // 64)
+    """Elements from one point's plane of ``V`` or ``M`` to the next: more than ``n``, an
+    odd number of cache lines. The transforms read or write six planes at once; planes a
+    multiple of 4 KiB apart share an L1 set and evicted each other (3x slower). Never ``n``
+    itself: the planes' 4-d views (:func:`_planes`) are then never contiguous, so Numba
+    compiles the kernels for one layout of them, not for both (each compile 10-12 s)."""
+    lines = n * itemsize // 64 + 1
     return (lines | 1) * 64 // itemsize
 
 
