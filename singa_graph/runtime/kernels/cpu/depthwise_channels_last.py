@@ -22,6 +22,7 @@ from numba import njit, prange, uintp
 
 from . import simd
 from .epilogue import conv_epilogue
+from .simd_transpose import transpose8
 
 
 def units_of(n, c, parts) -> int:
@@ -46,56 +47,56 @@ def scratch_elements(c, kh, kw, h, w, ho, wo, per_sample) -> int:
     return cc * (kh * kw + h * w + ho * wo)
 
 
-#: transposes of more than TILED_FROM elements run in tiles of TILE channels by TILE
-#: pixels, which stay in L1: whole planes wrote each element to another cache line, and
-#: with a power-of-two channel count every line to the same few cache sets. One thread
-#: (2026-11-26): 64 channels at 31x31 39 -> 22 us, 256 at 7x7 21 -> 7, 96 at 32x32 65 ->
-#: 38; below, the plain loop is as fast or faster (240 channels at 8x8: 4.9 us, tiled 5.7)
-TILE, TILED_FROM = 32, 12288
+#: channel transposes run in 8 x 8 blocks in vector registers (simd_transpose.py), the
+#: pixels and channels past the last whole block element by element. Against the element
+#: loops in 32 x 32 tiles that they replaced, one thread (2026-11-27): batch 8 of 192
+#: channels at 8x8 73 -> 23 us, 576 at 4x4 54 -> 30, 144 at 16x16 282 -> 125
+BLOCK = 8
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _contiguous(a):
+    """Whether ``a`` (1-d or 2-d) is laid out as its flat elements, as transpose8 reads it."""
+    if a.size == 0:
+        return True
+    return (a.strides[-1] == a.itemsize
+            and a.strides[0] == (a.size // a.shape[0]) * a.itemsize)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def planes_to_rows(x, xt, first, cc, hw):
     """``xt[q*cc + c] = x[(first + c)*hw + q]``: the ``cc`` planes of ``hw`` elements from
     plane ``first`` of the flat ``x`` as ``(hw, cc)``, channels innermost."""
-    if cc * hw <= TILED_FROM:
-        for c in range(cc):
-            xb = uintp((first + c) * hw)
-            for q in range(hw):
-                xt[uintp(q * cc + c)] = x[xb + uintp(q)]
-        return
-    for q0 in range(0, hw, TILE):
-        q1 = min(q0 + TILE, hw)
-        for c0 in range(0, cc, TILE):
-            for c in range(c0, min(c0 + TILE, cc)):
-                xb = uintp((first + c) * hw)
-                for q in range(q0, q1):
-                    xt[uintp(q * cc + c)] = x[xb + uintp(q)]
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _to_plane(acc, plane, c, cc, q0, q1, relu):
-    zero = acc.dtype.type(0)
-    for q in range(q0, q1):
-        f = acc[uintp(q * cc + c)]
-        if relu and not (f >= zero or f != f):
-            f = zero
-        plane[uintp(q)] = f
+    c8, q8 = (cc // BLOCK) * BLOCK, (hw // BLOCK) * BLOCK
+    if not (_contiguous(x) and _contiguous(xt)):
+        c8 = q8 = 0
+    for q0 in range(0, q8, BLOCK):
+        for c0 in range(0, c8, BLOCK):
+            transpose8(x, (first + c0) * hw + q0, hw, xt, q0 * cc + c0, cc, False)
+    for c in range(cc):
+        xb = uintp((first + c) * hw)
+        for q in range(q8 if c < c8 else 0, hw):
+            xt[uintp(q * cc + c)] = x[xb + uintp(q)]
 
 
 @njit(cache=True, nogil=True, inline="always")
 def rows_to_planes(acc, y2, first, cc, hw, relu):
     """The inverse of :func:`planes_to_rows` into rows ``first...`` of ``y2`` (planes x
     ``hw``), with a ReLU on the way (NaN kept)."""
-    if cc * hw <= TILED_FROM:
-        for c in range(cc):
-            _to_plane(acc, y2[first + c], c, cc, 0, hw, relu)
-        return
-    for q0 in range(0, hw, TILE):
-        q1 = min(q0 + TILE, hw)
-        for c0 in range(0, cc, TILE):
-            for c in range(c0, min(c0 + TILE, cc)):
-                _to_plane(acc, y2[first + c], c, cc, q0, q1, relu)
+    c8, q8 = (cc // BLOCK) * BLOCK, (hw // BLOCK) * BLOCK
+    if not (_contiguous(acc) and _contiguous(y2)):
+        c8 = q8 = 0
+    for q0 in range(0, q8, BLOCK):
+        for c0 in range(0, c8, BLOCK):
+            transpose8(acc, q0 * cc + c0, cc, y2, (first + c0) * hw + q0, hw, relu)
+    zero = acc.dtype.type(0)
+    for c in range(cc):
+        plane = y2[first + c]
+        for q in range(q8 if c < c8 else 0, hw):
+            f = acc[uintp(q * cc + c)]
+            if relu and not (f >= zero or f != f):
+                f = zero
+            plane[uintp(q)] = f
 
 
 @njit(cache=True, nogil=True, inline="always")
