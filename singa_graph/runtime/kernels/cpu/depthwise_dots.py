@@ -10,7 +10,7 @@ do not depend on the thread count.
 """
 from numba import njit, prange, uintp
 
-from .depthwise_loops import _fill_phases, _tap_offset, _widen, phases
+from .depthwise_loops import _fill_phases, _tap_offset, _widen, part_scratch, phases
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -135,10 +135,8 @@ def grad_weight(dy, x, pairs, p0, dw_, geo, dims, cg, og, ws, bits, parts):
     size = s * s * hq * wq
     taps = kh * kw
     for t in prange(parts):
-        pad, wide, pbits = ws[t, :size], ws[t, size:size + ln], bits[t, :size]
+        pad, wide, pbits = part_scratch(ws, bits, t, size, ln)
         zero = pad.dtype.type(0)
-        for q in range(size):  # the padding, written once (_fill_phases)
-            pad[uintp(q)] = zero
         for oc in range(t * o_ // parts, (t + 1) * o_ // parts):
             g, wb = oc // og, oc * cg * taps
             for r in range(cg * taps):

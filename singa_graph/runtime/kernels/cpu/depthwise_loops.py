@@ -225,6 +225,17 @@ def _kernel_row(wide, pad, w, wb, flip, i, kw, nt, s, dh, dw, hq, wq, n):
                     + w6 * pad[u + o6])
 
 
+@njit(cache=True, nogil=True, inline="always")
+def part_scratch(ws, bits, t, size, ln):
+    """Part ``t``'s phase planes (``size`` elements, their padding zeroed here and written
+    once: :func:`_fill_phases`), their uint32 view and its wide row of ``ln``."""
+    pad = ws[t, :size]
+    zero = pad.dtype.type(0)
+    for q in range(size):
+        pad[uintp(q)] = zero
+    return pad, ws[t, size:size + ln], bits[t, :size]
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def correlate(src, pairs, p0, w, dst, transposed, geo, dims, cg, og, bias, has_bias, relu, ws,
               bits, parts, dst2, res2, has_res, act, alpha, beta, kc):
@@ -246,10 +257,8 @@ def correlate(src, pairs, p0, w, dst, transposed, geo, dims, cg, og, bias, has_b
     cnt = og if transposed else cg
     taps = kh * kw
     for t in prange(parts):
-        pad, wide, pbits = ws[t, :size], ws[t, size:size + ln], bits[t, :size]
+        pad, wide, pbits = part_scratch(ws, bits, t, size, ln)
         zero = pad.dtype.type(0)
-        for q in range(size):  # the padding, written once (_fill_phases)
-            pad[uintp(q)] = zero
         for p in range(t * total // parts, (t + 1) * total // parts):
             n, c = p // cd, p % cd
             b0 = bias[c] if has_bias else zero
