@@ -20,7 +20,8 @@ def _to_planes(acc, y2, first, cc, hw, relu):
 
 
 # (planes, first, cc, hw): partial blocks on both sides, whole blocks only, hw < 8
-CASES = [(20, 3, 17, 9), (16, 0, 16, 64), (40, 5, 24, 16), (9, 1, 7, 4), (30, 2, 26, 27)]
+CASES = [(20, 3, 17, 9), (16, 0, 16, 64), (40, 5, 24, 16), (9, 1, 7, 4), (30, 2, 26, 27),
+         (40, 3, 35, 4), (16, 0, 16, 4)]  # 2x2 planes: blocks of 16 channels
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -22,7 +22,7 @@ from numba import njit, prange, uintp
 
 from . import simd
 from .epilogue import conv_epilogue
-from .simd_transpose import transpose8
+from .simd_transpose import planes4_to_rows, rows_to_planes4, transpose8
 
 
 def units_of(n, c, parts) -> int:
@@ -47,8 +47,9 @@ def scratch_elements(c, kh, kw, h, w, ho, wo, per_sample) -> int:
     return cc * (kh * kw + h * w + ho * wo)
 
 
-#: channel transposes run in 8 x 8 blocks in vector registers (simd_transpose.py), the
-#: pixels and channels past the last whole block element by element. Against the element
+#: channel transposes run in 8 x 8 blocks in vector registers (simd_transpose.py), 2x2
+#: planes 16 channels at a time, the pixels and channels past the last whole block element
+#: by element. Against the element
 #: loops in 32 x 32 tiles that they replaced, one thread (2026-11-27): batch 8 of 192
 #: channels at 8x8 73 -> 23 us, 576 at 4x4 54 -> 30, 144 at 16x16 282 -> 125
 BLOCK = 8
@@ -68,11 +69,16 @@ def planes_to_rows(x, xt, first, cc, hw):
     """``xt[q*cc + c] = x[(first + c)*hw + q]``: the ``cc`` planes of ``hw`` elements from
     plane ``first`` of the flat ``x`` as ``(hw, cc)``, channels innermost."""
     c8, q8 = (cc // BLOCK) * BLOCK, (hw // BLOCK) * BLOCK
-    if not (_contiguous(x) and _contiguous(xt)):
+    flat = _contiguous(x) and _contiguous(xt)
+    if not flat:
         c8 = q8 = 0
     for q0 in range(0, q8, BLOCK):
         for c0 in range(0, c8, BLOCK):
             transpose8(x, (first + c0) * hw + q0, hw, xt, q0 * cc + c0, cc, False)
+    if hw == 4 and flat:  # 2x2 planes, 16 channels at a time
+        c8, q8 = (cc // 16) * 16, 4
+        for c0 in range(0, c8, 16):
+            planes4_to_rows(x, (first + c0) * 4, xt, c0, cc)
     for c in range(cc):
         xb = uintp((first + c) * hw)
         for q in range(q8 if c < c8 else 0, hw):
@@ -84,11 +90,16 @@ def rows_to_planes(acc, y2, first, cc, hw, relu):
     """The inverse of :func:`planes_to_rows` into rows ``first...`` of ``y2`` (planes x
     ``hw``), with a ReLU on the way (NaN kept)."""
     c8, q8 = (cc // BLOCK) * BLOCK, (hw // BLOCK) * BLOCK
-    if not (_contiguous(acc) and _contiguous(y2)):
+    flat = _contiguous(acc) and _contiguous(y2)
+    if not flat:
         c8 = q8 = 0
     for q0 in range(0, q8, BLOCK):
         for c0 in range(0, c8, BLOCK):
             transpose8(acc, q0 * cc + c0, cc, y2, (first + c0) * hw + q0, hw, relu)
+    if hw == 4 and flat:
+        c8, q8 = (cc // 16) * 16, 4
+        for c0 in range(0, c8, 16):
+            rows_to_planes4(acc, c0, cc, y2, (first + c0) * 4, relu)
     zero = acc.dtype.type(0)
     for c in range(cc):
         plane = y2[first + c]
