@@ -49,9 +49,9 @@ def scratch_elements(c, kh, kw, h, w, ho, wo, per_sample) -> int:
 
 #: channel transposes run in 8 x 8 blocks in vector registers (simd_transpose.py), 2x2
 #: planes 16 channels at a time, the pixels and channels past the last whole block element
-#: by element. Against the element
-#: loops in 32 x 32 tiles that they replaced, one thread (2026-11-27): batch 8 of 192
-#: channels at 8x8 73 -> 23 us, 576 at 4x4 54 -> 30, 144 at 16x16 282 -> 125
+#: by element. Against the element loops in 32 x 32 tiles that they replaced, one thread
+#: (2026-11-27): batch 8 of 192 channels at 8x8 73 -> 23 us, 576 at 4x4 54 -> 30, 144 at
+#: 16x16 282 -> 125, 960 at 2x2 41 -> 14-21
 BLOCK = 8
 
 

@@ -1,11 +1,14 @@
-"""An 8 x 8 block transpose in vector registers, for the channel transposes of the
-channels-innermost depthwise kernels (depthwise_channels_last.py).
+"""Block transposes in vector registers, for the channel transposes of the
+channels-innermost depthwise kernels (depthwise_channels_last.py): 8 x 8 blocks
+(:func:`transpose8`) and, for 2x2 planes, 16 channels of 4 pixels (:func:`planes4_to_rows`,
+:func:`rows_to_planes4`).
 
 Written element by element, a transpose loads and stores every value on its own (Numba's
 LLVM finds no vector form for the strided side), and an unrolled 8 x 8 block is no better:
 LLVM's SLP vectoriser leaves it scalar. :func:`transpose8` loads eight rows as vectors,
 transposes them with three rounds of shuffles (LLVM's ``shufflevector``, which AVX-512 and
-AVX2 run as unpacks and permutes) and stores eight vectors.
+AVX2 run as unpacks and permutes) and stores eight vectors; the 2x2 forms add one round
+that interleaves (or separates) even and odd planes.
 """
 from llvmlite import ir
 from numba import types
@@ -25,12 +28,11 @@ _LANES = (([0, 8, 2, 10, 4, 12, 6, 14], [1, 9, 3, 11, 5, 13, 7, 15]),
 def _transposed(builder, rows):
     """The eight ``<8 x T>`` vectors ``rows`` transposed: result ``k`` holds lane ``k`` of
     every row, in row order."""
-    lanes_t = ir.VectorType(ir.IntType(32), 8)
     for pairs, (lo, hi) in zip(_ROUNDS, _LANES):
         out = list(rows)
         for a, b in pairs:
-            out[a] = builder.shuffle_vector(rows[a], rows[b], ir.Constant(lanes_t, lo))
-            out[b] = builder.shuffle_vector(rows[a], rows[b], ir.Constant(lanes_t, hi))
+            out[a] = _shuffle(builder, rows[a], rows[b], lo)
+            out[b] = _shuffle(builder, rows[a], rows[b], hi)
         rows = out
     return rows
 
