@@ -56,17 +56,25 @@ torch: install
 # and tests/ptx then compiles each one for sm_90 and sm_80 (NVVM from the CUDA toolkit or
 # the nvidia-* wheels, no GPU needed; skipped where there is none), in a third process
 # because the simulator replaces numba.cuda. The simulator runs kernels in Python on one
-# core, so its suite runs beside the CPU suite (its report printed after), not after it.
+# core, so it and then tests/ptx run beside the CPU suite (their reports printed after).
+# The CPU suite is mostly Numba compiling, one kernel at a time per process, so it runs on
+# two pytest-xdist workers, each taking whole test files (a file's kernels are compiled by
+# one worker; all processes share Numba's on-disk cache).
+TEST_WORKERS ?= 2
 test: install tools torch
 	@mkdir -p test-artifacts
-	@NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q -p no:cacheprovider tests/cuda \
-	    > test-artifacts/cuda-simulator.log 2>&1 & sim=$$!; \
-	$(PY) -m pytest -q --ignore=tests/ptx; cpu=$$?; \
-	wait $$sim; simrc=$$?; \
+	@(NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q -p no:cacheprovider tests/cuda \
+	    > test-artifacts/cuda-simulator.log 2>&1; echo $$? > test-artifacts/cuda-simulator.rc; \
+	  $(PY) -m pytest -q tests/ptx > test-artifacts/ptx.log 2>&1; \
+	  echo $$? > test-artifacts/ptx.rc) & side=$$!; \
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --ignore=tests/ptx; cpu=$$?; \
+	wait $$side; \
 	echo "== NUMBA_ENABLE_CUDASIM=1 pytest tests/cuda (test-artifacts/cuda-simulator.log)"; \
 	cat test-artifacts/cuda-simulator.log; \
-	test $$cpu -eq 0 && test $$simrc -eq 0
-	$(PY) -m pytest -q tests/ptx
+	echo "== pytest tests/ptx (test-artifacts/ptx.log)"; \
+	cat test-artifacts/ptx.log; \
+	test $$cpu -eq 0 && test "$$(cat test-artifacts/cuda-simulator.rc)" = 0 && \
+	    test "$$(cat test-artifacts/ptx.rc)" = 0
 
 demo: install
 	$(PY) examples/cnn.py --graph --epochs 10

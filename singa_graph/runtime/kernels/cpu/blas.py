@@ -153,6 +153,24 @@ def _xgemm(typingctx, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     return sig, codegen
 
 
+# One compiled form per dtype: the kernels work from strides alone, so the views are typed
+# 'A' (any layout) and read-only where they are only read; a C, F or strided view, writable
+# or not, converts to these. Typed lazily, every layout combination of every caller
+# compiled its own copy of these functions and of the parallel split (63 copies in a run
+# of the test suite, 130 s of compiling).
+_HANDLE_T = types.Tuple((types.int64, types.int64, types.boolean))
+
+
+def _signatures(*args):
+    """``void(args)`` for float32 and float64, ``'in'``/``'out'`` standing for a read-only
+    and a writable 2-d view of that dtype."""
+    def arg(a, dt):
+        if a in ("in", "out"):
+            return types.Array(dt, 2, "A", readonly=a == "in")
+        return a
+    return [types.void(*(arg(a, dt) for a in args)) for dt in (types.float32, types.float64)]
+
+
 @njit(cache=True, nogil=True)
 def _operand(x):
     """``(transpose flag, leading dimension)`` of a 2-d view as a row-major BLAS operand:
@@ -163,7 +181,7 @@ def _operand(x):
     return _T, max(s1, x.shape[0], 1)
 
 
-@njit(cache=True, nogil=True)
+@njit(_signatures("in", "in", "out", types.float64, _HANDLE_T), cache=True, nogil=True)
 def gemm(a, b, c, beta, blas):
     """``c = a @ b + beta * c`` (row-major views; ``c``'s rows contiguous), with the BLAS
     of ``blas`` (:data:`HANDLE`)."""
@@ -202,7 +220,7 @@ def gemm(a, b, c, beta, blas):
 SMALL_PRODUCT, MIN_BLOCK_COLUMNS = 1_000_000, 128
 
 
-@njit(cache=True, nogil=True)
+@njit(_signatures("in", "in", "out", types.float64, _HANDLE_T), cache=True, nogil=True)
 def gemm_columns(a, b, c, beta, blas):
     """:func:`gemm` in blocks of ``b``'s and ``c``'s columns small enough for OpenBLAS's
     small-matrix kernels (:data:`SMALL_PRODUCT`), where that leaves blocks of at least
@@ -256,7 +274,7 @@ _gemv64, _gemv32 = _cblas_gemv(64), _cblas_gemv(32)
 GEMV_ROWS = 8
 
 
-@njit(cache=True, nogil=True)
+@njit(_signatures("in", "in", "out", _HANDLE_T, _HANDLE_T), cache=True, nogil=True)
 def gemm_rows(a, b, c, gv, bl):
     """``c = a @ b`` one row at a time, ``c[i] = b^T @ a[i]`` (a GEMV on ``b``, whose rows
     or columns are contiguous), with the GEMV of ``gv`` (:data:`GEMV`); :func:`gemm` where
@@ -285,7 +303,8 @@ def gemm_rows(a, b, c, gv, bl):
                 _gemv32(fn, _NO_TRANS, n, k, 1.0, b, ldb, a[i], sa, 0.0, c[i], 1)
 
 
-@njit(cache=True, nogil=True)
+@njit(_signatures("in", "in", "out", types.int64, types.int64, types.boolean, _HANDLE_T,
+                 _HANDLE_T), cache=True, nogil=True)
 def _block(a, b, c, t, parts, by_rows, blas, gv):
     if by_rows:
         m = c.shape[0]
@@ -300,13 +319,14 @@ def _block(a, b, c, t, parts, by_rows, blas, gv):
             gemm(a, b[:, c0:c1], c[:, c0:c1], 0.0, blas)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(_signatures("in", "in", "out", types.int64, types.boolean, _HANDLE_T, _HANDLE_T),
+      cache=True, nogil=True, parallel=True)
 def gemm_split(a, b, c, parts, by_rows, blas, gv):
     """``c = a @ b`` as ``parts`` blocks of rows (``by_rows``) or of columns of ``c``, one
     per thread, each a single-threaded GEMM (GEMVs for few rows, with ``gv``: :data:`GEMV`,
     or zeros for none)."""
     for t in prange(parts):
-        _block(a, b, c, t, parts, by_rows, blas, gv)
+        _block(a, b, c, types.int64(t), parts, by_rows, blas, gv)
 
 
 def usable(*arrays) -> bool:

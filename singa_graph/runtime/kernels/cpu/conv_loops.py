@@ -15,7 +15,7 @@ materialised.
 """
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types, uint32, uint64, uintp
+from numba import int64, njit, prange, types, uint32, uint64, uintp
 from numba.extending import intrinsic
 
 from .blas import gemm, gemm_columns
@@ -306,7 +306,7 @@ def grad_weight_stacked(dy3, x, x3, dw3, cols, dys, geo, ho, wo, pointwise, part
     n_, g_, og, k = x.shape[0], dw3.shape[0], dw3.shape[1], dw3.shape[2]
     ln = ho * wo
     for n in prange(n_):
-        _stack_columns(x, x3, cols, n, geo, ho, wo, pointwise)
+        _stack_columns(x, x3, cols, int64(n), geo, ho, wo, pointwise)
         dys[:, n * ln:(n + 1) * ln] = dy3[n]
     for t in prange(parts):
         o0, o1 = t * og // parts, (t + 1) * og // parts
@@ -326,7 +326,7 @@ def forward_stacked(x, x3, w3, y3, cols, ys, bias, geo, ho, wo, has_bias, res3, 
     n_, g_, og, k = x.shape[0], w3.shape[0], w3.shape[1], w3.shape[2]
     ln = ho * wo
     for n in prange(n_):
-        _stack_columns(x, x3, cols, n, geo, ho, wo, pointwise)
+        _stack_columns(x, x3, cols, int64(n), geo, ho, wo, pointwise)
     for t in prange(parts):
         o0, o1 = t * og // parts, (t + 1) * og // parts
         for g in range(g_):

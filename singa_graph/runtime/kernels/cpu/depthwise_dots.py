@@ -8,7 +8,7 @@ kernel) share one pass over ``dy``. The sums are reassociated (``fastmath``) so 
 vectorise; each output channel's are taken by one thread in a fixed order, so the results
 do not depend on the thread count.
 """
-from numba import njit, prange, uintp
+from numba import int64, njit, prange, uintp
 
 from .depthwise_loops import _fill_phases, _tap_offset, _widen, part_scratch, phases
 
@@ -129,21 +129,26 @@ def grad_weight(dy, x, pairs, p0, dw_, geo, dims, cg, og, ws, bits, parts):
     element-wise sums into planned rows that it replaced: 32 channels at 32x32 478 -> 174
     us, 96 at 32x32 stride 2 2360 -> 463, 144 at 16x16 723 -> 304, 5x5 on 144 at 16x16
     stride 2 2600 -> 530."""
+    for t in prange(parts):
+        _grad_weight_part(dy, x, pairs, p0, dw_, geo, dims, cg, og, ws, bits, parts, int64(t))
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+def _grad_weight_part(dy, x, pairs, p0, dw_, geo, dims, cg, og, ws, bits, parts, t):
     kh, kw, s, pt, pl, dh, dw = geo
     n_, c_, h, wi, o_, ho, wo = dims
     hq, wq, ln = phases(kh, kw, s, dh, dw, ho, wo)
     size = s * s * hq * wq
     taps = kh * kw
-    for t in prange(parts):
-        pad, wide, pbits = part_scratch(ws, bits, t, size, ln)
-        zero = pad.dtype.type(0)
-        for oc in range(t * o_ // parts, (t + 1) * o_ // parts):
-            g, wb = oc // og, oc * cg * taps
-            for r in range(cg * taps):
-                dw_[wb + r] = zero
-            for n in range(n_):
-                _widen(wide, dy, (n * o_ + oc) * ho * wo, ho, wo, wq)
-                for ci in range(cg):
-                    _fill_phases(pad, pbits, x, pairs, p0, (n * c_ + g * cg + ci) * h * wi,
-                                 h, wi, hq, wq, s, pt, pl)
-                    _dots(dw_, wb + ci * taps, wide, pad, kh, kw, s, dh, dw, hq, wq, ln)
+    pad, wide, pbits = part_scratch(ws, bits, t, size, ln)
+    zero = pad.dtype.type(0)
+    for oc in range(t * o_ // parts, (t + 1) * o_ // parts):
+        g, wb = oc // og, oc * cg * taps
+        for r in range(cg * taps):
+            dw_[wb + r] = zero
+        for n in range(n_):
+            _widen(wide, dy, (n * o_ + oc) * ho * wo, ho, wo, wq)
+            for ci in range(cg):
+                _fill_phases(pad, pbits, x, pairs, p0, (n * c_ + g * cg + ci) * h * wi,
+                             h, wi, hq, wq, s, pt, pl)
+                _dots(dw_, wb + ci * taps, wide, pad, kh, kw, s, dh, dw, hq, wq, ln)

@@ -27,7 +27,7 @@ drop Numba's negative-index wrap-around.
 ``geo`` is ``(kh, kw, s, pt, pl, dh, dw)``; ``dims`` is ``(N, C_src, H_src, W_src, C_dst,
 H_dst, W_dst)`` in the direction of the correlation.
 """
-from numba import njit, prange, uint32, uint64, uintp
+from numba import int64, njit, prange, uint32, uint64, uintp
 
 from .epilogue import NONE, block_epilogue
 
@@ -249,6 +249,16 @@ def correlate(src, pairs, p0, w, dst, transposed, geo, dims, cg, og, bias, has_b
     ends with the conv epilogue (residual ``res2``, activation ``act``; epilogue.py) on its
     rows of ``dst2``, ``dst`` as ``(N*C_dst, H_dst*W_dst)`` (``kc``: the formulas'
     constants)."""
+    for t in prange(parts):
+        _correlate_part(src, pairs, p0, w, dst, transposed, geo, dims, cg, og, bias, has_bias,
+                        relu, ws, bits, parts, dst2, res2, has_res, act, alpha, beta, kc,
+                        int64(t))
+
+
+@njit(cache=True, nogil=True)
+def _correlate_part(src, pairs, p0, w, dst, transposed, geo, dims, cg, og, bias, has_bias, relu,
+                    ws, bits, parts, dst2, res2, has_res, act, alpha, beta, kc, t):
+    """Part ``t`` of :func:`correlate`."""
     kh, kw, s, pt, pl, dh, dw = geo
     n_, cs, hs, ws_, cd, ho, wo = dims
     hq, wq, ln = phases(kh, kw, s, dh, dw, ho, wo)
@@ -256,35 +266,34 @@ def correlate(src, pairs, p0, w, dst, transposed, geo, dims, cg, og, bias, has_b
     total = n_ * cd
     cnt = og if transposed else cg
     taps = kh * kw
-    for t in prange(parts):
-        pad, wide, pbits = part_scratch(ws, bits, t, size, ln)
-        zero = pad.dtype.type(0)
-        for p in range(t * total // parts, (t + 1) * total // parts):
-            n, c = p // cd, p % cd
-            b0 = bias[c] if has_bias else zero
-            for q in range(ln):
-                wide[uintp(q)] = b0
-            for k in range(cnt):
-                if transposed:
-                    sc = (c // cg) * og + k
-                    wb = (sc * cg + c % cg) * taps
-                else:
-                    sc = (c // og) * cg + k
-                    wb = (c * cg + k) * taps
-                _fill_phases(pad, pbits, src, pairs, p0, (n * cs + sc) * hs * ws_, hs, ws_,
-                             hq, wq, s, pt, pl)
-                _taps(wide, pad, w, wb, transposed, kh, kw, s, dh, dw, hq, wq, ln)
-            db = p * ho * wo
-            for oy in range(ho):
-                for ox in range(wo):
-                    f = wide[uintp(oy * wq + ox)]
-                    if relu and not (f >= zero or f != f):
-                        f = zero
-                    dst[uintp(db + oy * wo + ox)] = f
-        if has_res or act != NONE:
-            r0, r1 = t * total // parts, (t + 1) * total // parts
-            block_epilogue(dst2[r0:r1], bias, False, True, res2[r0:r1], has_res, act, alpha,
-                           beta, kc)
+    pad, wide, pbits = part_scratch(ws, bits, t, size, ln)
+    zero = pad.dtype.type(0)
+    for p in range(t * total // parts, (t + 1) * total // parts):
+        n, c = p // cd, p % cd
+        b0 = bias[c] if has_bias else zero
+        for q in range(ln):
+            wide[uintp(q)] = b0
+        for k in range(cnt):
+            if transposed:
+                sc = (c // cg) * og + k
+                wb = (sc * cg + c % cg) * taps
+            else:
+                sc = (c // og) * cg + k
+                wb = (c * cg + k) * taps
+            _fill_phases(pad, pbits, src, pairs, p0, (n * cs + sc) * hs * ws_, hs, ws_,
+                         hq, wq, s, pt, pl)
+            _taps(wide, pad, w, wb, transposed, kh, kw, s, dh, dw, hq, wq, ln)
+        db = p * ho * wo
+        for oy in range(ho):
+            for ox in range(wo):
+                f = wide[uintp(oy * wq + ox)]
+                if relu and not (f >= zero or f != f):
+                    f = zero
+                dst[uintp(db + oy * wo + ox)] = f
+    if has_res or act != NONE:
+        r0, r1 = t * total // parts, (t + 1) * total // parts
+        block_epilogue(dst2[r0:r1], bias, False, True, res2[r0:r1], has_res, act, alpha,
+                       beta, kc)
 
 
 @njit(cache=True, nogil=True, inline="always")

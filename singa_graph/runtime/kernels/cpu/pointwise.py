@@ -21,7 +21,7 @@ Each output is one thread's sum in a fixed order, so results do not depend on th
 count; they differ from BLAS's in the last bits (another summation order).
 """
 import numpy as np
-from numba import njit, prange, uintp
+from numba import int64, njit, prange, uintp
 
 from .conv_loops import im2col
 from .dots import FAST, block_of, products
@@ -77,7 +77,7 @@ def forward(x, x3, w, xt, y3, bias, has_bias, res3, has_res, act, alpha, beta, c
                 for q in range(l_):
                     xt[uintp((n * l_ + q) * c_ + c)] = x3[n, c, q]
         else:  # conv_loops' im2col, written into the transposed rows of the sample
-            im2col(x, x3, n, rows[n * l_:(n + 1) * l_].T, geo, l_ // wo, wo)
+            im2col(x, x3, int64(n), rows[n * l_:(n + 1) * l_].T, geo, l_ // wo, wo)
     for t in prange(parts):
         o0, o1 = block_of(t, parts, o_)
         products(w, xt, y3, o0, o1, k_)
