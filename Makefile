@@ -55,8 +55,9 @@ torch: install
 # The simulator never compiles a kernel, so that run records every launch's argument types
 # and tests/ptx then compiles each one for sm_90 and sm_80 (NVVM from the CUDA toolkit or
 # the nvidia-* wheels, no GPU needed; skipped where there is none), in a third process
-# because the simulator replaces numba.cuda. The simulator runs kernels in Python on one
-# core, so it and then tests/ptx run beside the CPU suite (their reports printed after).
+# because the simulator replaces numba.cuda. The simulator runs kernels in Python threads
+# (tests/cuda/conftest.py makes it thread-safe and quick to switch), so it and then
+# tests/ptx run beside the CPU suite (their reports printed after).
 # The CPU suite is mostly Numba compiling, one kernel at a time per process, so it runs on
 # two pytest-xdist workers, each taking whole test files (a file's kernels are compiled by
 # one worker; all processes share Numba's on-disk cache).
