@@ -106,7 +106,9 @@ def test_info_batch_size_is_validated(capsys):
 
 @pytest.mark.parametrize("content,name", [
     (b"\x1f\x8b\x08\x00garbage", "train-images-idx3-ubyte.gz"),  # bad gzip stream
-    (gzip.compress(b"\x00\x00\x08\x03" + b"\x00" * 40)[:20], "train-labels-idx1-ubyte.gz"),
+    # mtime=0: the same bytes (and test id) in every process, as pytest-xdist requires
+    (gzip.compress(b"\x00\x00\x08\x03" + b"\x00" * 40, mtime=0)[:20],
+     "train-labels-idx1-ubyte.gz"),
     (b"not gzip at all", "t10k-images-idx3-ubyte.gz"),
 ])
 def test_corrupt_mnist_files_are_named(tmp_path, content, name):
