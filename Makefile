@@ -64,6 +64,7 @@ torch: install
 TEST_WORKERS ?= 2
 test: install tools torch
 	@mkdir -p test-artifacts
+	@rm -f test-artifacts/cuda-simulator.rc test-artifacts/ptx.rc  # no stale pass
 	@(NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q -p no:cacheprovider tests/cuda \
 	    > test-artifacts/cuda-simulator.log 2>&1; echo $$? > test-artifacts/cuda-simulator.rc; \
 	  $(PY) -m pytest -q tests/ptx > test-artifacts/ptx.log 2>&1; \

@@ -28,6 +28,7 @@ try:
 except ImportError as e:  # numba-cuda missing
     _RUNNABLE, _SIM, _WHY = False, False, f"numba-cuda is not installed ({e})"
 
+
 def _thread_safe_shared_arrays() -> bool:
     """Make the simulator's ``cuda.shared.array`` safe to call from a block's threads at
     once. It keys a block's arrays by the calling line and creates one on a miss, a check

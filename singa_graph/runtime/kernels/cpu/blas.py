@@ -23,7 +23,7 @@ import ctypes
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import int64, njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array
@@ -326,7 +326,7 @@ def gemm_split(a, b, c, parts, by_rows, blas, gv):
     per thread, each a single-threaded GEMM (GEMVs for few rows, with ``gv``: :data:`GEMV`,
     or zeros for none)."""
     for t in prange(parts):
-        _block(a, b, c, types.int64(t), parts, by_rows, blas, gv)
+        _block(a, b, c, int64(t), parts, by_rows, blas, gv)
 
 
 def usable(*arrays) -> bool:
