@@ -77,7 +77,7 @@ TAPS_IN_PADDING = [(2, 20, 1, 2, 2, 7, 1, 3, 1), (1, 17, 1, 3, 2, 7, 2, 3, 1),
                    (2, 18, 1, 1, 3, 5, 1, 2, 1)]
 
 
-@pytest.mark.parametrize("layout", ["last", "planes"])
+@pytest.mark.parametrize("layout", ["last", "last3", "planes"])
 @pytest.mark.parametrize("case", [c for c in DEPTHWISE if c[2] == 1] +
                          [(2, 37, 1, 9, 8, 5, 2, 2, 1), (1, 40, 1, 4, 4, 3, 1, 1, 1),
                           (3, 50, 1, 3, 3, 3, 1, 1, 1)] + TAPS_IN_PADDING)
@@ -85,7 +85,9 @@ def test_depthwise_forward_every_layout_matches_torch(case, layout, monkeypatch)
     # the channels-innermost forward (small planes) and the plane-by-plane one, each
     # forced on every shape, with channel counts that give ranges of unequal widths
     for name in ("LAST_PLANE", "LAST_PLANE_STRIDED"):
-        monkeypatch.setattr(depthwise, name, 1 << 30 if layout == "last" else 0)
+        monkeypatch.setattr(depthwise, name, 0 if layout == "planes" else 1 << 30)
+    if layout == "last3":  # three channel ranges a sample, whatever the thread count
+        monkeypatch.setattr(depthwise.last, "units_of", lambda n, c, parts: min(3, c))
     x, W, b, dy, a = _case(case, np.float32)
     for bias in (b, None):
         got = eager(lambda *t: ops.conv2d(*t, stride=a[0], padding=a[1], dilation=a[2],
@@ -101,16 +103,18 @@ GRADIENT_LAYOUTS = {1: ("LAST_PLANE", "LAST_PLANE_STRIDED_DX"), 2: ("LAST_PLANE_
 
 
 @pytest.mark.parametrize("which", [1, 2], ids=["dx", "dw"])
-@pytest.mark.parametrize("layout", ["last", "planes"])
+@pytest.mark.parametrize("layout", ["last", "last3", "planes"])
 @pytest.mark.parametrize("case", [c for c in DEPTHWISE if c[2] == 1] +
                          [(2, 37, 1, 4, 4, 5, 1, 2, 1), (3, 50, 1, 3, 3, 3, 1, 1, 1),
                           (2, 37, 1, 9, 8, 5, 2, 2, 1)] + TAPS_IN_PADDING)
 def test_depthwise_gradients_every_layout_match_torch(case, layout, which, monkeypatch):
     for name in GRADIENT_LAYOUTS[which]:
-        monkeypatch.setattr(depthwise, name, 1 << 30 if layout == "last" else 0)
+        monkeypatch.setattr(depthwise, name, 0 if layout == "planes" else 1 << 30)
+    if layout == "last3":
+        monkeypatch.setattr(depthwise.last, "units_of", lambda n, c, parts: min(3, c))
     x, W, b, dy, a = _case(case, np.float32)
     if which == 1:
-        assert depthwise._dx_is_last(ops.Conv2d(*a), W.shape, x.shape) == (layout == "last")
+        assert depthwise._dx_is_last(ops.Conv2d(*a), W.shape, x.shape) == (layout != "planes")
     got = _ours_all(x, W, None, dy, *a)[which]
     want = _torch_all(x, W, None, dy, *a)[which]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)

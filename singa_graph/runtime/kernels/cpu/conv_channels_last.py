@@ -109,7 +109,7 @@ def depthwise(x, wt, y, y2, bias, has_bias, res2, has_res, act, alpha, beta, con
     for t in prange(parts):
         for u in range(t * units // parts, (t + 1) * units // parts):
             n, c0, c1 = unit_channels(u, per_sample, c_)
-            tiled_taps(y, x, wt, bias, 0, has_bias, geo, dims, n, c0, c1)
+            tiled_taps(y, x, wt, c_, 0, bias, 0, has_bias, geo, dims, n, c0, c1)
             if not (has_res or act):
                 continue
             p0, p1 = n * pw, (n + 1) * pw

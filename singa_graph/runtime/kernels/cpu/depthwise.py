@@ -161,18 +161,20 @@ def _dx_is_last(op, w_shape, dx_shape):
 
 
 def _last_plan(ins, outs):
-    """``(spec, parts, per_sample)`` of the channels-innermost forward (of ``dy`` into
-    ``dx`` for an input gradient)."""
+    """``(specs, parts, per_sample)`` of the channels-innermost forward (of ``dy`` into
+    ``dx`` for an input gradient): its workspace is the transposed weights and a scratch
+    row per part."""
     x, w, y = ins[0].shape, ins[1].shape, outs[0].shape
     per_sample = last.units_of(x[0], x[1], _parts(x[0] * x[1]))
     parts = _parts(x[0] * per_sample)
-    per = last.scratch_elements(x[1], w[2], w[3], x[2], x[3], y[2], y[3], per_sample)
-    return ((parts, per), np.dtype(outs[0].dtype)), parts, per_sample
+    per = last.forward_scratch(x[1], x[2], x[3], y[2], y[3], per_sample)
+    dt = np.dtype(outs[0].dtype)
+    return (((w[2] * w[3] * x[1],), dt), ((parts, per), dt)), parts, per_sample
 
 
 def _conv_ws(op, ins, outs):
     if _is_last(op, ins[1].shape, outs[0].shape):
-        return carved_bytes(_last_plan(ins, outs)[0])
+        return carved_bytes(*_last_plan(ins, outs)[0])
     return carved_bytes(_spec(_plan(op, "fwd", outs[0].shape, ins[1].shape, ins[0].shape),
                               outs[0].dtype))
 
@@ -192,13 +194,14 @@ def conv2d(op, ins, outs, ws):
     cg, og = _widths(w.shape, op.groups)
     plan = _plan(op, "fwd", y.shape, w.shape, x.shape)
     if _is_last(op, w.shape, y.shape):
-        spec, parts, per_sample = _last_plan(ins, outs)
-        (scratch,) = carve(ws, spec)
+        specs, parts, per_sample = _last_plan(ins, outs)
+        wt, scratch = carve(ws, *specs)
         y3 = y.reshape(y.shape[0], y.shape[1], -1)
         res3 = ins[-1].reshape(y3.shape) if has_res else y3
         alpha, beta, k = act_args(op, y.dtype)
         args = (flat_view(x), flat_view(w), y3, bias, has_bias, relu, plan[0], plan[1],
-                res3, has_res, act, alpha, beta, k, scratch, parts, per_sample, False, False)
+                res3, has_res, act, alpha, beta, k, wt, scratch, parts, per_sample, False,
+                False)
         return bound(last.forward, *args)
     (scratch,) = carve(ws, _spec(plan, y.dtype))
     # the inference passes' epilogue (residual add, activation; the bias is already in) runs
@@ -212,7 +215,7 @@ def conv2d(op, ins, outs, ws):
 
 def _grad_input_ws(op, ins, outs):
     if _dx_is_last(op, ins[1].shape, outs[0].shape):
-        return carved_bytes(_last_plan(ins, outs)[0])
+        return carved_bytes(*_last_plan(ins, outs)[0])
     plan = _plan(op, _dx_kind(op), ins[0].shape, ins[1].shape, outs[0].shape)
     return carved_bytes(_spec(plan, outs[0].dtype))
 
@@ -224,8 +227,8 @@ def conv2d_grad_input(op, ins, outs, ws):
     kind = _dx_kind(op)
     plan = _plan(op, kind, dy.shape, w.shape, dx.shape)
     if _dx_is_last(op, w.shape, dx.shape):
-        spec, parts, per_sample = _last_plan(ins, outs)
-        (scratch,) = carve(ws, spec)
+        specs, parts, per_sample = _last_plan(ins, outs)
+        wt, scratch = carve(ws, *specs)
         dx3 = dx.reshape(dx.shape[0], dx.shape[1], -1)
         alpha, beta, k = act_args(op, dx.dtype)
         if kind == "dx":  # the forward's geometry from dy into dx, kernels flipped
@@ -234,7 +237,8 @@ def conv2d_grad_input(op, ins, outs, ws):
             fwd = _plan(op, "fwd", dy.shape, w.shape, dx.shape)
             geo, dims, flip, adjoint = fwd[0], fwd[1], False, True
         args = (flat_view(dy), flat_view(w), dx3, flat_view(w)[:0], False, False, geo, dims,
-                dx3, False, NONE, alpha, beta, k, scratch, parts, per_sample, flip, adjoint)
+                dx3, False, NONE, alpha, beta, k, wt, scratch, parts, per_sample, flip,
+                adjoint)
         return bound(last.forward, *args)
     (scratch,) = carve(ws, _spec(plan, dx.dtype))
     if kind == "dx":

@@ -10,8 +10,9 @@ with the channels-last kernels of conv_channels_last.py) on it: each output pixe
 taps added over up to 64 channels at a time, the sums held in registers. The input
 gradient at any stride (the adjoint) scatters with :func:`_tap_products`, one flat loop over
 the ``cc`` channels per (pixel, tap), in the same order. The weights are transposed to
-``(taps, cc)`` the same way, and the output is transposed back into its NCHW planes on the
-way out, with bias, ReLU and the conv epilogue (residual add, activation).
+``(taps, C)`` once a call, into workspace that every unit reads, and the output is
+transposed back into its NCHW planes on the way out, with bias, ReLU and the conv
+epilogue (residual add, activation).
 
 Taps are tested per pixel, so padding costs nothing and any stride or dilation reads only
 what it uses. Units are split into ``parts`` contiguous ranges, one per thread; each output
@@ -41,10 +42,16 @@ def unit_channels(u, per_sample, c_):
 
 
 def scratch_elements(c, kh, kw, h, w, ho, wo, per_sample) -> int:
-    """Workspace elements of one part: the transposed weights, input and output of its
-    widest unit (``ceil(c / per_sample)`` channels)."""
+    """Workspace elements of one part of :func:`grad_weight`: the weight gradient's sums,
+    input and output gradient of its widest unit (``ceil(c / per_sample)`` channels)."""
     cc = -(-c // per_sample)
     return cc * (kh * kw + h * w + ho * wo)
+
+
+def forward_scratch(c, h, w, ho, wo, per_sample) -> int:
+    """Workspace elements of one part of :func:`forward`: the transposed input and output
+    of its widest unit (the transposed weights are shared, ``kh * kw * c`` elements)."""
+    return -(-c // per_sample) * (h * w + ho * wo)
 
 
 #: channel transposes run in 8 x 8 blocks in vector registers (simd_transpose.py), 2x2
@@ -111,12 +118,13 @@ def rows_to_planes(acc, y2, first, cc, hw, relu):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _tap_products(mode, a, b, wt, geo, dims, cc):
+def _tap_products(mode, a, b, wt, wc, w0, geo, dims, cc):
     """Every (output pixel p, valid tap t reading input pixel q) pair of the conv of
-    ``geo``/``dims``, as one loop over the ``cc`` channels of rows ``p``, ``q``, ``t`` of
-    channels-innermost buffers: mode 0 (forward) ``a[p] += wt[t] * b[q]``; mode 1
-    (adjoint, the input gradient) ``a[q] += wt[t] * b[p]``; mode 2 (weight gradient)
-    ``wt[t] += a[p] * b[q]``. Pairs come in a fixed order (pixels row-major, then taps)."""
+    ``geo``/``dims``, as one loop over the ``cc`` channels of rows ``p``, ``q`` of
+    channels-innermost buffers and row ``t`` of ``wt`` (``wc`` channels a row, these from
+    channel ``w0``): mode 0 (forward) ``a[p] += wt[t] * b[q]``; mode 1 (adjoint, the input
+    gradient) ``a[q] += wt[t] * b[p]``; mode 2 (weight gradient) ``wt[t] += a[p] * b[q]``.
+    Pairs come in a fixed order (pixels row-major, then taps)."""
     kh, kw, s, pt, pl, dh, dw = geo
     _, _, h, wi, _, ho, wo = dims
     for oy in range(ho):
@@ -130,7 +138,7 @@ def _tap_products(mode, a, b, wt, geo, dims, cc):
                     ix = ox * s - pl + j * dw
                     if ix < 0 or ix >= wi:
                         continue
-                    tb = uintp((i * kw + j) * cc)
+                    tb = uintp((i * kw + j) * wc + w0)
                     qb = uintp((iy * wi + ix) * cc)
                     if mode == 0:
                         for c in range(cc):
@@ -178,10 +186,21 @@ def _tile(R, V, x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y,
              tail)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _inside(p0, d, k, n):
+    """``[t0, t1)``: the taps ``t < k`` whose positions ``p0 + t*d`` lie in ``[0, n)``.
+    Undilated without a division: on small planes every pixel is by a border, and two
+    integer divisions per tile of up to 64 channels took a third of the time."""
+    if d == 1:
+        return max(0, -p0), min(k, n - p0)
+    return max(0, (d - 1 - p0) // d), min(k, (n - 1 - p0) // d + 1)
+
+
 @njit(cache=True, nogil=True)
-def tiled_taps(y, x, wt, bias, bias0, has_bias, geo, dims, n, c0, c1):
+def tiled_taps(y, x, wt, wc, w0, bias, bias0, has_bias, geo, dims, n, c0, c1):
     """Channels ``[c0, c1)`` of sample ``n`` of the channels-last ``x`` (flat, ``dims`` as
-    in depthwise_loops.py, weights ``(kh, kw, C)``, ``bias[bias0 + c]`` for channel ``c``)
+    in depthwise_loops.py; weights ``(kh, kw, wc)``, channel ``c`` at ``w0 + c``;
+    ``bias[bias0 + c]`` for channel ``c``)
     into ``y`` on the register tiles (simd.depthwise_tile), up to 4 vectors of channels at
     a time: in each output row the pixels whose taps lie inside the input's columns 4 at a
     time, the pixels by the left and right borders one by one with their taps cut to those
@@ -196,8 +215,7 @@ def tiled_taps(y, x, wt, bias, bias0, has_bias, geo, dims, n, c0, c1):
     xb = max(xa, min(wo, (wi - 1 - (kw - 1) * dw + pl) // s + 1))
     for oy in range(ho):
         y0 = oy * s - pt
-        i0 = max(0, (dh - 1 - y0) // dh)  # the tap rows inside: 0 <= y0 + i*dh < h
-        i1 = min(kh, (h - 1 - y0) // dh + 1)
+        i0, i1 = _inside(y0, dh, kh, h)
         yrow = (n * ho + oy) * wo
         for cb in range(c0, c1, 4 * lanes):
             nv = min(4, (c1 - cb + lanes - 1) // lanes)
@@ -209,22 +227,22 @@ def tiled_taps(y, x, wt, bias, bias0, has_bias, geo, dims, n, c0, c1):
                 if xa <= ox < xb:
                     r = 4 if xb - ox >= 4 else 1
                 else:
-                    j0 = max(0, (dw - 1 - x0) // dw)
-                    j1 = min(kw, (wi - 1 - x0) // dw + 1)
+                    j0, j1 = _inside(x0, dw, kw, wi)
                 _tile(r, nv, x, ((n * h + y0 + i0 * dh) * wi + x0 + j0 * dw) * c_ + cb,
                       s * c_, dh * wi * c_, dw * c_, i1 - i0, j1 - j0, wt,
-                      (i0 * kw + j0) * c_ + cb, kw * c_, c_, bias, bias0 + cb, has_bias, y,
-                      (yrow + ox) * c_ + cb, c_, tail)
+                      (i0 * kw + j0) * wc + w0 + cb, kw * wc, wc, bias, bias0 + cb, has_bias,
+                      y, (yrow + ox) * c_ + cb, c_, tail)
                 ox += r
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def forward(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, beta,
-            consts, ws, parts, per_sample, flip, adjoint):
+            consts, wt, ws, parts, per_sample, flip, adjoint):
     """``y = act(depthwise_conv(x, w) + bias + res)`` for ``groups == C == O``.
 
     ``x`` and ``w`` are flat; ``y3`` (and ``res3``) the output viewed as ``(N, C, Ho*Wo)``;
-    ``ws`` is ``(parts, scratch_elements(...))``; ``geo``/``dims`` as in
+    ``wt`` (``kh*kw*C`` elements) receives the weights as ``(kh, kw, C)``, once for all
+    samples; ``ws`` is ``(parts, forward_scratch(...))``; ``geo``/``dims`` as in
     depthwise_loops.py; every sample's channels are cut into ``per_sample`` ranges.
     ``flip`` reverses every kernel's taps: the input gradient of a stride-1 conv is this
     correlation of ``dy`` with the flipped kernels, padded by ``dilation*(k-1) - pad``.
@@ -233,12 +251,14 @@ def forward(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha
     channels scattered back onto the input pixels its taps read."""
     n_ = dims[0]
     c_ = dims[1]
+    for t in prange(parts):
+        _weights(w, wt, geo, dims, t * c_ // parts, (t + 1) * c_ // parts, flip)
     units = n_ * per_sample
     for t in prange(parts):
         for u in range(t * units // parts, (t + 1) * units // parts):
             n, c0, c1 = unit_channels(u, per_sample, c_)
-            _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha,
-                  beta, consts, ws[t], n, c0, c1, flip, adjoint)
+            _unit(x, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha,
+                  beta, consts, wt, ws[t], n, c0, c1, adjoint)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -254,33 +274,40 @@ def _used_taps(k, s, pad, dil, n_in, n_out):
 
 
 @njit(cache=True, nogil=True)
-def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, beta, consts,
-          scratch, n, c0, c1, flip, adjoint):
+def _weights(w, wt, geo, dims, c0, c1, flip):
+    """Channels ``[c0, c1)`` of the flat ``(C, taps)`` weights into the flat ``(taps, C)``
+    ``wt`` (taps reversed: ``flip``), only the taps some output reads: on a small plane
+    most of a large kernel's taps fall in the padding (ConvNeXt's 7x7 at 2x2 reads 9 of
+    49, and moving the other 40 took most of its 125 us). Done once a call: moved for
+    every sample instead, they took half of the forward of 960 channels at 2x2, batch 8."""
     kh, kw = geo[0], geo[1]
-    _, c_, h, wi, _, ho, wo = dims
+    c_, h, wi, ho, wo = dims[1], dims[2], dims[3], dims[5], dims[6]
     taps = kh * kw
+    i0, i1 = _used_taps(kh, geo[2], geo[3], geo[5], h, ho)
+    j0, j1 = _used_taps(kw, geo[2], geo[4], geo[6], wi, wo)
+    for i in range(i0, i1):
+        for j in range(j0, j1):
+            d = i * kw + j  # the tap as the tiles read it
+            src = taps - 1 - d if flip else d
+            db = uintp(d * c_)
+            for c in range(c0, c1):
+                wt[db + uintp(c)] = w[uintp(c * taps + src)]
+
+
+@njit(cache=True, nogil=True)
+def _unit(x, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, beta, consts,
+          wt, scratch, n, c0, c1, adjoint):
+    _, c_, h, wi, _, ho, wo = dims
     cc = c1 - c0
     hw = h * wi
     pw = ho * wo
     src, dst = (pw, hw) if adjoint else (hw, pw)  # plane sizes read and written
-    wt = scratch[:taps * cc]
-    xt = scratch[taps * cc:(taps + src) * cc]
-    acc = scratch[(taps + src) * cc:(taps + src + dst) * cc]
+    xt = scratch[:src * cc]
+    acc = scratch[src * cc:(src + dst) * cc]
     zero = scratch.dtype.type(0)
-    # weights (cc, taps) -> (taps, cc), only the taps some output reads: on a small plane
-    # most of a large kernel's taps fall in the padding (ConvNeXt's 7x7 at 2x2 reads 9 of
-    # 49, and moving the other 40 took most of its 125 us)
-    i0, i1 = _used_taps(kh, geo[2], geo[3], geo[5], h, ho)
-    j0, j1 = _used_taps(kw, geo[2], geo[4], geo[6], wi, wo)
-    for c in range(cc):
-        wb = uintp((c0 + c) * taps)
-        for i in range(i0, i1):
-            for j in range(j0, j1):
-                d = i * kw + j  # the tap as the loops below read it
-                wt[uintp(d * cc + c)] = w[wb + uintp(taps - 1 - d if flip else d)]
     planes_to_rows(x, xt, n * c_ + c0, cc, src)
     if not adjoint:  # the transposed planes are one channels-last sample of cc channels
-        tiled_taps(acc, xt, wt, bias, c0, has_bias, geo,
+        tiled_taps(acc, xt, wt, c_, c0, bias, c0, has_bias, geo,
                    (1, cc, dims[2], dims[3], cc, dims[5], dims[6]), 0, 0, cc)
     else:
         for p in range(dst):
@@ -291,7 +318,7 @@ def _unit(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, 
             else:
                 for c in range(cc):
                     acc[pb + uintp(c)] = zero
-        _tap_products(1, acc, xt, wt, geo, dims, cc)
+        _tap_products(1, acc, xt, wt, c_, c0, geo, dims, cc)
     yb = y3[n]
     rows_to_planes(acc, yb, c0, cc, dst, relu)  # ReLU on the way
     if has_res or act:
@@ -327,7 +354,7 @@ def _weight_unit(dy, x, dw, geo, dims, scratch, c0, c1):
     for n in range(n_):
         planes_to_rows(x, xt, n * c_ + c0, cc, hw)
         planes_to_rows(dy, gt, n * c_ + c0, cc, pw)
-        _tap_products(2, gt, xt, acc, geo, dims, cc)
+        _tap_products(2, gt, xt, acc, cc, 0, geo, dims, cc)
     for c in range(cc):  # (taps, cc) -> (cc, taps)
         wb = uintp((c0 + c) * taps)
         for tp in range(taps):
