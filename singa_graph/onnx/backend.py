@@ -168,7 +168,8 @@ class SingaBackend(Backend):
 
     @classmethod
     def prepare(cls, model, device: str = "CPU", **kwargs) -> SingaRep:
-        return SingaRep(Program(read_model(model)), device)
+        proto = read_model(model)
+        return SingaRep(Program(proto, release_data=proto is not model), device)
 
     @classmethod
     def supports_device(cls, device: str) -> bool:

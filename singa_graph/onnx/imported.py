@@ -69,8 +69,11 @@ class ONNXModel(_Classifier):
 
     def __init__(self, onnx_model, device=None, last_layers=None):
         super().__init__()
-        self.program = onnx_model if isinstance(onnx_model, Program) else \
-            Program(read_model(onnx_model))
+        if isinstance(onnx_model, Program):
+            self.program = onnx_model
+        else:
+            proto = read_model(onnx_model)
+            self.program = Program(proto, release_data=proto is not onnx_model)
         self.initializers = Initializers(device)
         self.last_layers = last_layers
         self._device = device

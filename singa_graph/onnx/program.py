@@ -103,6 +103,35 @@ def default_opset(model) -> int:
     return onnx.defs.onnx_opset_version()  # only other domains: their ops are reported
 
 
+def _copy_except(msg, skip: str):
+    """A new message of ``msg``'s type with every field set in ``msg`` but ``skip``."""
+    out = type(msg)()
+    for field, value in msg.ListFields():
+        if field.name == skip:
+            continue
+        repeated = field.is_repeated if hasattr(field, "is_repeated") else \
+            field.label == field.LABEL_REPEATED  # protobuf before 5.x
+        if repeated:
+            getattr(out, field.name).extend(value)
+        elif field.type == field.TYPE_MESSAGE:
+            getattr(out, field.name).CopyFrom(value)
+        else:
+            setattr(out, field.name, value)
+    return out
+
+
+def _without_weights(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with its graph's initialisers cut to their names, types and dims (the
+    data lives on as the Program's numpy arrays). Built anew rather than cleared in
+    place: protobuf keeps a message's memory until the whole message is freed."""
+    graph = _copy_except(model.graph, "initializer")
+    graph.initializer.extend(onnx.TensorProto(name=t.name, data_type=t.data_type,
+                                              dims=t.dims) for t in model.graph.initializer)
+    light = _copy_except(model, "graph")
+    light.graph.CopyFrom(graph)
+    return light
+
+
 class Program:
     """A checked ONNX graph that can be traced into singa_graph ops any number of times.
 
@@ -114,7 +143,11 @@ class Program:
         initializers: ``{name: numpy array}``.
     """
 
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model: onnx.ModelProto, release_data: bool = False):
+        """``release_data``: the ModelProto is this Program's own (parsed from a file or
+        bytes), so the payloads of its graph's initialisers are dropped once they are
+        numpy arrays; otherwise a model kept the file's weights twice (convnext_tiny:
+        109 MB of protobuf beside its 109 MB of parameters)."""
         self.model = model
         self.graph = model.graph
         self.opset = default_opset(model)
@@ -123,6 +156,9 @@ class Program:
             self.initializers = {t.name: numpy_helper.to_array(t) for t in self.graph.initializer}
         except Exception as e:
             raise ModelFormatError(f"cannot read an initialiser of the model: {e}") from None
+        if release_data:
+            self.model = model = _without_weights(model)
+            self.graph = model.graph
         self.inputs = [i.name for i in self.graph.input if i.name not in self.initializers]
         self.input_info = {i.name: i for i in self.graph.input}
         self.outputs = [o.name for o in self.graph.output]

@@ -36,6 +36,30 @@ def _same_as_ort(proto, *xs, tol=1e-5):
         assert np.abs(a - b.to_numpy()).max() < tol
 
 
+def test_a_model_read_from_a_file_keeps_its_weights_once(tmp_path):
+    # the weights live on as the parameters' arrays; the parsed protobuf keeps only the
+    # initialisers' names, types and dims. A ModelProto the caller passes is left as it is.
+    sg_random.seed(0)
+    m = zoo.MLP(hidden=(32,))
+    x = _f32(8, 20)
+    m.compile([x], is_train=False)
+    want = m(x).to_numpy()
+    path = tmp_path / "m.onnx"
+    sonnx_io.export(m, path)
+    proto = onnx.load(str(path))
+    before = proto.SerializeToString()
+    for src in (str(path), path.read_bytes(), proto):
+        im = sonnx_io.load(src)
+        inits = im.program.graph.initializer
+        assert [t.name for t in inits] == [t.name for t in proto.graph.initializer]
+        assert [tuple(t.dims) for t in inits] == [tuple(t.dims) for t in
+                                                  proto.graph.initializer]
+        payload = sum(len(t.raw_data) + len(t.float_data) for t in inits)
+        assert (payload > 0) == (src is proto)
+        assert np.abs(im(x).to_numpy() - want).max() < 1e-6
+    assert proto.SerializeToString() == before
+
+
 @pytest.mark.parametrize("name", ["mlp", "resnet"])
 def test_round_trip_and_fine_tuning(name, tmp_path):
     sg_random.seed(0)
