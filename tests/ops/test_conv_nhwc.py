@@ -140,7 +140,7 @@ def test_pointwise_tiles_over_few_pixels(n, c, h, o, monkeypatch):
 DEPTHWISE_TILES = [(2, 37, 9, 11, 3, 1, 1, 1), (1, 70, 8, 8, 5, 2, 2, 1),
                    (2, 16, 10, 9, 3, 2, 1, 2), (1, 24, 7, 12, 3, 3, 1, 1),
                    (2, 19, 3, 3, 3, 2, 4, 1), (1, 8, 2, 2, 5, 1, 2, 1),
-                   (1, 130, 6, 5, 7, 1, 3, 1)]
+                   (1, 130, 6, 5, 7, 1, 3, 1), (2, 150, 5, 4, 3, 1, 2, 2)]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -201,25 +201,38 @@ def tiled_taps(y, x, wt, wc, w0, bias, bias0, has_bias, geo, dims, n, c0, c1):
     """Channels ``[c0, c1)`` of sample ``n`` of the channels-last ``x`` (flat, ``dims`` as
     in depthwise_loops.py; weights ``(kh, kw, wc)``, channel ``c`` at ``w0 + c``;
     ``bias[bias0 + c]`` for channel ``c``)
-    into ``y`` on the register tiles (simd.depthwise_tile), up to 4 vectors of channels at
-    a time: in each output row the pixels whose taps lie inside the input's columns 4 at a
-    time, the pixels by the left and right borders one by one with their taps cut to those
-    inside, and the rows by the top and bottom borders with their tap rows cut the same
+    into ``y`` on the register tiles (simd.depthwise_tile), in blocks of up to 8 vectors of
+    channels: in each output row the pixels whose taps lie inside the input's columns 4 at
+    a time (two tiles of up to 4 vectors), the pixels by the left and right borders one by
+    one with their taps cut to those inside (one tile of 8 vectors where the block is
+    whole), and the rows by the top and bottom borders with their tap rows cut the same
     way. Every output takes the bias, then its taps inside the input in row-major order,
-    as the loop kernels do."""
+    as the loop kernels do.
+
+    A border pixel's tile is short (a 3x3 kernel by a corner has 4 taps) and its sums are
+    chains of dependent adds, so its cost is the chains' latency and the exits of its
+    short tap loops. Against 4-vector blocks in the other loop order (rows outside),
+    channels-last at batch 8, two threads, best of 5 alternating runs (2026-11-27): 576
+    channels at 4x4 32 -> 22 us, 672 at 4x4 5x5 52 -> 32, 480 at 4x4 24 -> 19, 240 at
+    8x8 5x5 73 -> 66, 960 at 2x2 13.7 -> 12.3."""
     kh, kw, s, pt, pl, dh, dw = geo
     _, c_, h, wi, _, ho, wo = dims
     lanes = simd.VECTOR_BYTES // y.itemsize
     # output columns whose taps all read inside the row
     xa = min(wo, (pl + s - 1) // s)
     xb = max(xa, min(wo, (wi - 1 - (kw - 1) * dw + pl) // s + 1))
-    for oy in range(ho):
-        y0 = oy * s - pt
-        i0, i1 = _inside(y0, dh, kh, h)
-        yrow = (n * ho + oy) * wo
-        for cb in range(c0, c1, 4 * lanes):
-            nv = min(4, (c1 - cb + lanes - 1) // lanes)
-            tail = c1 - cb - (nv - 1) * lanes
+    for cb in range(c0, c1, 8 * lanes):
+        # the block's channels as a whole 8-vector tile, or as up to two of <= 4 vectors
+        whole = c1 - cb >= 8 * lanes
+        nv0 = min(4, (c1 - cb + lanes - 1) // lanes)
+        tail0 = min(lanes, c1 - cb - (nv0 - 1) * lanes)
+        cb1 = cb + 4 * lanes
+        nv1 = min(4, (c1 - cb1 + lanes - 1) // lanes) if cb1 < c1 else 0
+        tail1 = min(lanes, c1 - cb1 - (nv1 - 1) * lanes) if nv1 else 0
+        for oy in range(ho):
+            y0 = oy * s - pt
+            i0, i1 = _inside(y0, dh, kh, h)
+            yrow = (n * ho + oy) * wo
             ox = 0
             while ox < wo:
                 r, j0, j1 = 1, 0, kw
@@ -228,10 +241,21 @@ def tiled_taps(y, x, wt, wc, w0, bias, bias0, has_bias, geo, dims, n, c0, c1):
                     r = 4 if xb - ox >= 4 else 1
                 else:
                     j0, j1 = _inside(x0, dw, kw, wi)
-                _tile(r, nv, x, ((n * h + y0 + i0 * dh) * wi + x0 + j0 * dw) * c_ + cb,
-                      s * c_, dh * wi * c_, dw * c_, i1 - i0, j1 - j0, wt,
-                      (i0 * kw + j0) * wc + w0 + cb, kw * wc, wc, bias, bias0 + cb, has_bias,
-                      y, (yrow + ox) * c_ + cb, c_, tail)
+                xo = ((n * h + y0 + i0 * dh) * wi + x0 + j0 * dw) * c_
+                wo_ = (i0 * kw + j0) * wc + w0
+                yo = (yrow + ox) * c_
+                if r == 1 and whole:
+                    _T18(x, xo + cb, s * c_, dh * wi * c_, dw * c_, i1 - i0, j1 - j0, wt,
+                         wo_ + cb, kw * wc, wc, bias, bias0 + cb, has_bias, y, yo + cb, c_,
+                         lanes)
+                else:
+                    _tile(r, nv0, x, xo + cb, s * c_, dh * wi * c_, dw * c_, i1 - i0,
+                          j1 - j0, wt, wo_ + cb, kw * wc, wc, bias, bias0 + cb, has_bias, y,
+                          yo + cb, c_, tail0)
+                    if nv1:
+                        _tile(r, nv1, x, xo + cb1, s * c_, dh * wi * c_, dw * c_, i1 - i0,
+                              j1 - j0, wt, wo_ + cb1, kw * wc, wc, bias, bias0 + cb1,
+                              has_bias, y, yo + cb1, c_, tail1)
                 ox += r
 
 
@@ -378,3 +402,4 @@ def transpose_channels(x, y, n_, c_, hw, to_last, parts):
 
 _T44, _T43, _T42, _T41, _T14, _T13, _T12, _T11 = (
     simd.depthwise_tile(r, v) for r in (4, 1) for v in (4, 3, 2, 1))
+_T18 = simd.depthwise_tile(1, 8)
