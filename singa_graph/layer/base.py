@@ -43,7 +43,10 @@ def _wrap_call(f):
     def call(self, *args, **kwargs):
         if not self._initialized:
             self.initialize(*args, **kwargs)
-        with _node.scope(self.name):  # nodes remember their layer (clusters in pictures)
+        name = self.name
+        if name is None:  # a scope of None keeps the enclosing one: a root model's call
+            return f(self, *args, **kwargs)
+        with _node.scope(name):  # nodes remember their layer (clusters in pictures)
             return f(self, *args, **kwargs)
 
     call._singa_wrapped = True
