@@ -98,14 +98,16 @@ class Conv2d(_ConvBase):
     The fusion passes (passes/fuse.py, passes/inference.py) may give it an epilogue, applied
     by the kernel to each finished output block: ``residual=True`` adds one more input, a
     tensor shaped like ``y`` (a residual Add), and ``act`` applies ``'relu'``, ``'relu6'``,
-    ``'hardswish'`` (HardSigmoid constants ``act_args``) or ``'silu'`` after it. ``relu=True``
+    ``'hardswish'`` (HardSigmoid constants ``act_args``), ``'silu'``, ``'sigmoid'`` or
+    ``'hardsigmoid'`` (``act_args`` again; both the gates of squeeze-and-excitation
+    blocks) after it. ``relu=True``
     is ``act='relu'``. ``folded`` names what was folded into the weights (``'BatchNorm'``).
     ``algo`` (see :func:`algo_name`) picks the CPU kernel; the input gradient inherits it.
     ``"auto"`` may round differently from ``"direct"`` (Winograd).
     """
 
     ACTS = {"": "", "relu": "ReLU", "relu6": "ReLU6", "hardswish": "HardSwish",
-            "silu": "SiLU"}
+            "silu": "SiLU", "sigmoid": "Sigmoid", "hardsigmoid": "HardSigmoid"}
 
     def __init__(self, stride=1, padding=0, dilation=1, groups=1, relu=False, act="",
                  residual=False, act_args=(1.0 / 6.0, 0.5), algo="auto"):

@@ -260,6 +260,10 @@ def _activation(t, uses):
     u = uses.only(t)
     if u is not None and u.type == "ReLU":
         return "relu", None, [u], u.outputs[0]
+    if u is not None and u.type == "Sigmoid":  # a squeeze-and-excitation gate
+        return "sigmoid", None, [u], u.outputs[0]
+    if u is not None and u.type == "HardSigmoid":
+        return "hardsigmoid", (u.op.alpha, u.op.beta), [u], u.outputs[0]
     if (u is not None and u.type == "Max" and len(u.inputs) == 2 and u.inputs[0] is t
             and u.inputs[1].dtype == t.dtype and _is_constant(u.inputs[1], 0)):
         # np.maximum(t, 0) is the ReLU kernel; a following Min(., 6) makes a ReLU6

@@ -78,7 +78,9 @@ CASES = [c for i, g in enumerate(GEOMETRIES) for c in conv_cases(*g, seed=10 * i
 FUSED = [("3x3 bias residual relu", 1, 2, 3, 1, 3, 1, "relu", True),
          ("3x3 bias relu6", 2, 2, 3, 1, 3, 1, "relu6", False),
          ("1x1 bias residual hardswish", 2, 3, 2, 1, 1, 0, "hardswish", True),
-         ("depthwise bias residual silu", 2, 2, 2, 2, 3, 1, "silu", True)]
+         ("depthwise bias residual silu", 2, 2, 2, 2, 3, 1, "silu", True),
+         ("1x1 bias sigmoid", 2, 3, 2, 1, 1, 0, "sigmoid", False),
+         ("3x3 bias residual hardsigmoid", 1, 2, 3, 1, 3, 1, "hardsigmoid", True)]
 
 
 def fused_case(name, n, c, o, groups, k, pad, act, residual, seed=0):

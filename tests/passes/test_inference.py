@@ -44,6 +44,10 @@ def _act(y, act):
         return ops.mul(y, ops.hardsigmoid(y, 1 / 6, 0.5))
     if act == "silu":  # SiLU as ONNX exports it: Sigmoid then Mul
         return ops.mul(ops.sigmoid(y), y)
+    if act == "sigmoid":  # the gate of a squeeze-and-excitation block
+        return ops.sigmoid(y)
+    if act == "hardsigmoid":  # MobileNetV3's gate
+        return ops.hardsigmoid(y, 1 / 6, 0.5)
     return y
 
 
@@ -65,7 +69,8 @@ def _conv_chain(act, residual, bias, seed=0, depthwise=False):
 
 
 @pytest.mark.parametrize("depthwise", [False, True])
-@pytest.mark.parametrize("act", ["", "relu", "relu6", "hardswish", "silu"])
+@pytest.mark.parametrize("act", ["", "relu", "relu6", "hardswish", "silu", "sigmoid",
+                                 "hardsigmoid"])
 @pytest.mark.parametrize("residual", [False, True])
 def test_fused_conv_epilogue_is_bit_for_bit(act, residual, depthwise):
     if not act and not residual:
@@ -77,9 +82,11 @@ def test_fused_conv_epilogue_is_bit_for_bit(act, residual, depthwise):
     np.testing.assert_array_equal(y, y0)
     label = "+".join(["Conv2d"] + (["Add"] if residual else []) +
                      ([{"relu": "ReLU", "relu6": "ReLU6", "hardswish": "HardSwish",
-                        "silu": "SiLU"}[act]] if act else []))
+                        "silu": "SiLU", "sigmoid": "Sigmoid",
+                        "hardsigmoid": "HardSigmoid"}[act]] if act else []))
     assert label in [n.op.label for n in p1.nodes]
-    removed = {"": 0, "relu": 1, "relu6": 2, "hardswish": 2, "silu": 2}[act] + residual
+    removed = {"": 0, "relu": 1, "relu6": 2, "hardswish": 2, "silu": 2, "sigmoid": 1,
+               "hardsigmoid": 1}[act] + residual
     assert len(p0.nodes) - len(p1.nodes) == removed
 
 
@@ -267,7 +274,8 @@ def _depthwise_chain(act, residual, size, stride):
     return build
 
 
-@pytest.mark.parametrize("act", ["relu", "relu6", "hardswish", "silu"])
+@pytest.mark.parametrize("act", ["relu", "relu6", "hardswish", "silu", "sigmoid",
+                                 "hardsigmoid"])
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("size,stride", [(4, 1), (7, 2), (9, 1)])
 def test_fused_depthwise_epilogue_is_bit_for_bit(act, residual, size, stride):
@@ -278,7 +286,8 @@ def test_fused_depthwise_epilogue_is_bit_for_bit(act, residual, size, stride):
     assert len(p1.nodes) < len(p0.nodes)
 
 
-@pytest.mark.parametrize("act", ["relu", "relu6", "hardswish", "silu"])
+@pytest.mark.parametrize("act", ["relu", "relu6", "hardswish", "silu", "sigmoid",
+                                 "hardsigmoid"])
 def test_fused_pointwise_epilogue_is_bit_for_bit(act, monkeypatch):
     # 256 channels at 2x2: runtime/kernels/cpu/pointwise.py's dot products (not the direct
     # kernel, which sums in another order than the unfused plan's)

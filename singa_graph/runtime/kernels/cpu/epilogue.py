@@ -19,8 +19,9 @@ from ....ops import formulas
 from ..generate import compiled_formulas
 
 #: activation codes of the epilogue (``Conv2d.act`` names -> code)
-NONE, RELU, RELU6, HARDSWISH, SILU = range(5)
-ACT_CODES = {"": NONE, "relu": RELU, "relu6": RELU6, "hardswish": HARDSWISH, "silu": SILU}
+NONE, RELU, RELU6, HARDSWISH, SILU, SIGMOID, HARDSIGMOID = range(7)
+ACT_CODES = {"": NONE, "relu": RELU, "relu6": RELU6, "hardswish": HARDSWISH, "silu": SILU,
+             "sigmoid": SIGMOID, "hardsigmoid": HARDSIGMOID}
 
 _f = compiled_formulas(("relu", "relu6", "hardsigmoid", "sigmoid"), "cpu")
 _relu, _relu6, _hardsigmoid, _sigmoid = _f.relu, _f.relu6, _f.hardsigmoid, _f.sigmoid
@@ -33,7 +34,7 @@ def act_code(op) -> int:
 
 def act_args(op, dtype) -> tuple:
     """``(alpha, beta, k)`` of a Conv2d's epilogue in ``dtype``: the HardSigmoid constants of
-    HARDSWISH and the formulas' constants (:func:`singa_graph.ops.formulas.constants`)."""
+    HARDSWISH and HARDSIGMOID and the formulas' constants (:func:`singa_graph.ops.formulas.constants`)."""
     t = dtype.type
     alpha, beta = (t(v) for v in getattr(op, "act_args", (0.0, 0.0)))
     return alpha, beta, formulas.constants(dtype)
@@ -89,6 +90,14 @@ def block_epilogue(y, bias, has_bias, bias_on_rows, res, has_res, act, alpha, be
                 v = y[p, o]
                 y[p, o] = _sigmoid(v, z, z, k)  # rounded as the Sigmoid op's output
                 y[p, o] = v * y[p, o]
+    elif act == SIGMOID:  # a squeeze-and-excitation gate
+        for p in range(p_):
+            for o in range(o_):
+                y[p, o] = _sigmoid(y[p, o], z, z, k)
+    elif act == HARDSIGMOID:
+        for p in range(p_):
+            for o in range(o_):
+                y[p, o] = _hardsigmoid(y[p, o], alpha, beta, k)
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -97,7 +106,7 @@ def conv_epilogue(y, bias, has_bias, res, has_res, act, alpha, beta, k):
 
     ``bias`` is ``(O,)`` (read when ``has_bias``), ``res`` a block like ``y`` (read when
     ``has_res``), ``act`` one of the codes above, ``alpha``/``beta`` the HardSigmoid
-    constants of HARDSWISH and ``k`` the formulas' constants, all in ``y``'s dtype."""
+    constants of HARDSWISH and HARDSIGMOID and ``k`` the formulas' constants, all in ``y``'s dtype."""
     block_epilogue(y, bias, has_bias, True, res, has_res, act, alpha, beta, k)
 
 

@@ -7,10 +7,10 @@ functions (:func:`..generate.compiled_formulas`), the same definitions the unfus
 elementwise kernels evaluate, with the formulas' constants in the tensor's dtype (no float64
 arithmetic in float32 kernels; tests/ptx checks that). Each step's result is stored before the
 next reads it, as the unfused ops' buffers hold it: HardSwish as HardSigmoid then Mul, SiLU
-as Sigmoid then Mul."""
+as Sigmoid then Mul; Sigmoid and HardSigmoid alone (squeeze-and-excitation gates)."""
 from numba import cuda
 
-from ..cpu.epilogue import HARDSWISH, RELU, RELU6, SILU
+from ..cpu.epilogue import HARDSIGMOID, HARDSWISH, RELU, RELU6, SIGMOID, SILU
 from ..generate import compiled_formulas
 
 _f = compiled_formulas(("relu", "relu6", "hardsigmoid", "sigmoid"), "cuda")
@@ -30,6 +30,10 @@ def _act(act, v, alpha, beta, k, y, i):
     elif act == SILU:
         y[i] = _sigmoid(v, z, z, k)
         y[i] = v * y[i]
+    elif act == SIGMOID:
+        y[i] = _sigmoid(v, z, z, k)
+    elif act == HARDSIGMOID:
+        y[i] = _hardsigmoid(v, alpha, beta, k)
 
 
 @cuda.jit(cache=True)
