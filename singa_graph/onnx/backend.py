@@ -16,7 +16,7 @@ from ..ir.graph import Graph
 from ..ir.tensor import Placeholder, Tensor
 from ..passes.compile import compile as _compile
 from .imported import Initializers
-from .program import NeedsValue, Program, read_model
+from .program import NeedsValue, Program
 
 
 def _device(device):
@@ -168,8 +168,7 @@ class SingaBackend(Backend):
 
     @classmethod
     def prepare(cls, model, device: str = "CPU", **kwargs) -> SingaRep:
-        proto = read_model(model)
-        return SingaRep(Program(proto, release_data=proto is not model), device)
+        return SingaRep(Program.read(model), device)
 
     @classmethod
     def supports_device(cls, device: str) -> bool:

@@ -12,7 +12,7 @@ from . import (import_activation, import_attention, import_by_value,  # noqa: F4
                import_loss, import_math, import_nn, import_norm, import_pool, import_quant,
                import_rnn, import_shape, import_signal, import_training,
                import_transformer)  # (fill the tables)
-from .program import Program, read_model
+from .program import Program
 from . import import_control, import_sequence  # noqa: F401,E402  (If/Loop/Scan, sequences)
 
 
@@ -69,11 +69,8 @@ class ONNXModel(_Classifier):
 
     def __init__(self, onnx_model, device=None, last_layers=None):
         super().__init__()
-        if isinstance(onnx_model, Program):
-            self.program = onnx_model
-        else:
-            proto = read_model(onnx_model)
-            self.program = Program(proto, release_data=proto is not onnx_model)
+        self.program = onnx_model if isinstance(onnx_model, Program) else \
+            Program.read(onnx_model)
         self.initializers = Initializers(device)
         self.last_layers = last_layers
         self._device = device

@@ -165,6 +165,13 @@ class Program:
         self._check_order()
         self.check_supported()
 
+    @classmethod
+    def read(cls, src) -> "Program":
+        """A Program of a path, bytes or ModelProto (:func:`read_model`); a proto it parsed
+        itself is its own, so its weights' payloads are released."""
+        proto = read_model(src)
+        return cls(proto, release_data=proto is not src)
+
     def _check_order(self) -> None:
         """Every node reads only graph inputs, initialisers and outputs of earlier nodes (so
         the graph has no cycle and no dangling input), and every graph output is made."""
