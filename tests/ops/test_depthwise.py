@@ -182,6 +182,60 @@ def test_planes_weight_gradient_matches_numpy_in_float64(case, monkeypatch):
                                rtol=1e-12, atol=1e-12)
 
 
+def _ordered_depthwise(x, W, b, s, p, d, flip=False):
+    """The depthwise forward summed as the plane tiles sum it: the bias, then one product
+    and one add per tap in row-major order over the zero-padded plane, each rounded to
+    the arrays' dtype (numpy's float32 arithmetic is float32). ``b`` may be a whole
+    output to start from."""
+    n, c, h, w = x.shape
+    m, k = W.shape[0] // c, W.shape[2]
+    ho, wo = (h + 2 * p - d * (k - 1) - 1) // s + 1, (w + 2 * p - d * (k - 1) - 1) // s + 1
+    xp = np.zeros((n, c, h + 2 * p + s * k * d, w + 2 * p + s * k * d), x.dtype)
+    xp[:, :, p:p + h, p:p + w] = x
+    xp = np.repeat(xp, m, axis=1)
+    start = b if b.ndim == 4 else b[None, :, None, None]
+    acc = np.broadcast_to(start, (n, m * c, ho, wo)).astype(x.dtype)
+    Wk = W[:, 0, ::-1, ::-1] if flip else W[:, 0]
+    for i in range(k):
+        for j in range(k):
+            tap = xp[:, :, i * d:i * d + s * ho:s, j * d:j * d + s * wo:s]
+            acc = acc + Wk[None, :, i, j, None, None] * tap
+    return acc
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", [
+    (2, 3, 1, 19, 40, 3, 1, 1, 1),   # rows of 40: 2-vector tiles then a 1-vector tail
+    (1, 2, 1, 37, 70, 3, 2, 1, 1),   # stride 2: 35 columns, 19 rows
+    (1, 2, 1, 20, 50, 5, 3, 2, 1),   # stride 3: the general stride's one-row tiles
+    (1, 3, 1, 18, 35, 3, 1, 2, 2),   # dilated
+    (1, 2, 1, 16, 16, 7, 1, 3, 1),   # 7x7 on 16x16: one 8-row tile pair per plane
+    (2, 2, 2, 17, 9, 5, 2, 2, 1),    # channel multiplier, stride 2
+    (2, 2, 3, 13, 20, 3, 1, 1, 1)])  # multiplier 3: the input gradient sums 3 outputs
+def test_plane_tiles_sum_in_the_documented_order(case, dtype, monkeypatch):
+    """The plane-by-plane forward (simd_plane.plane_tile's 8x1, 4x2 and 1-row tiles, at
+    strides 1, 2 and 3) equals a sum in the documented order bit for bit, fused ReLU
+    included; so does the stride-1 input gradient, which runs it on ``dy`` with the
+    kernels flipped and sums a channel multiplier's outputs in turn."""
+    for name in ("LAST_PLANE", "LAST_PLANE_STRIDED"):
+        monkeypatch.setattr(depthwise, name, 0)
+    x, W, b, _, (s, p, d, g) = _case(case, dtype)
+    want = _ordered_depthwise(x, W, b, s, p, d)
+    got = eager(lambda *t: ops.conv2d(*t, stride=s, padding=p, dilation=d, groups=g), x, W, b)
+    np.testing.assert_array_equal(got, want)
+    relu = eager(lambda *t: ops.Conv2d(s, p, d, g, relu=True)(*t), x, W, b)
+    np.testing.assert_array_equal(relu, np.maximum(want, 0))
+    if s == 1:
+        m = case[2]
+        dy = rng.standard_normal(want.shape).astype(dtype)
+        dx = eager(lambda u, v: ops.Conv2dGradInput(s, p, d, g, x_shape=x.shape)(u, v), dy, W)
+        ordered = np.zeros(x.shape, dtype)
+        for k in range(m):  # input channel c reads outputs c*m + k, k = 0, 1, ...
+            ordered = _ordered_depthwise(dy[:, k::m], W[k::m], ordered, 1,
+                                         d * (case[5] - 1) - p, d, flip=True)
+        np.testing.assert_array_equal(dx, ordered)
+
+
 @pytest.mark.parametrize("case", DEPTHWISE[:6] + DEPTHWISE[8:10])
 def test_depthwise_forward_matches_numpy(case):
     x, W, _, _, (s, p, d, g) = _case(case, np.float64)
@@ -241,11 +295,10 @@ def test_channels_last_forward_does_not_depend_on_thread_count(monkeypatch):
 
 
 @njit(cache=True)
-def _fill_phases(pad, src, pairs, p0, base, h, w, hq, wq, s, p):
+def _fill_phases(pad, src, base, h, w, hq, wq, s, p):
     # one compiled function for every geometry (a closure over them compiled one each)
     pad[:] = 0
-    depthwise_loops._fill_phases(pad, pad.view(np.uint32), src, pairs, p0, base, h, w, hq, wq,
-                                 s, p, p)
+    depthwise_loops._fill_phases(pad, src, base, h, w, hq, wq, s, p, p)
 
 
 @pytest.mark.parametrize("start", [0, 1], ids=["aligned", "unaligned"])
@@ -253,21 +306,21 @@ def _fill_phases(pad, src, pairs, p0, base, h, w, hq, wq, s, p):
                                  (3, 2, 0, 1, 9, 7), (3, 3, 1, 1, 11, 10), (3, 2, 1, 2, 10, 9),
                                  (3, 2, 4, 1, 3, 3), (3, 1, 1, 1, 5, 6), (3, 3, 0, 1, 10, 10)])
 def test_phase_planes_of_a_padded_plane(geo, start):
-    """The strided forward's phase planes (depthwise_loops._fill_phases, from the source's
-    64-bit pairs at stride 2, starting on a pair's high half or its low one) against numpy's
-    slices of the padded plane, the padding's zeros included."""
+    """The strided forward's phase planes (depthwise_loops._fill_phases: at stride 2 each
+    row's vectors shuffled into their even and odd lanes, from an aligned source and a
+    misaligned one) against numpy's slices of the padded plane, the padding's zeros
+    included."""
     k, s, p, d, h, w = geo
     ho, wo = (h + 2 * p - d * (k - 1) - 1) // s + 1, (w + 2 * p - d * (k - 1) - 1) // s + 1
     hq, wq, _ = depthwise_loops.phases(k, k, s, d, d, ho, wo)
     planes = 3
     buf = rng.standard_normal(start + planes * h * w + 1).astype(np.float32)
     src = buf[start:start + planes * h * w]
-    pairs, p0 = depthwise._pairs(src)
 
     padded = np.zeros((s * hq + h + 2 * p, s * wq + w + 2 * p), np.float32)
     for plane in range(planes):
         pad = np.full(s * s * hq * wq, np.nan, np.float32)
-        _fill_phases(pad, src, pairs, p0, plane * h * w, h, w, hq, wq, s, p)
+        _fill_phases(pad, src, plane * h * w, h, w, hq, wq, s, p)
         padded[:] = 0
         padded[p:p + h, p:p + w] = src[plane * h * w:(plane + 1) * h * w].reshape(h, w)
         want = np.stack([padded[a::s, b::s][:hq, :wq] for a in range(s) for b in range(s)])

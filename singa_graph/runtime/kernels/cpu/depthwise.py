@@ -54,39 +54,18 @@ def _widths(w_shape, groups):
     return w_shape[1], w_shape[0] // groups
 
 
-def _pairs(src):
-    """``(pairs, p0)``: a float32 source read as 64-bit pairs of elements from its element
-    ``p0`` (0 or 1, whichever is 8-byte aligned), a view for the stride-2 forward's phase
-    split; an empty array for other dtypes."""
-    if src.dtype != np.float32 or src.size < 3:
-        return np.empty(0, np.uint64), 0
-    p0 = (src.ctypes.data // 4) % 2
-    m = (src.size - p0) // 2
-    return src[p0:p0 + 2 * m].view(np.uint64), int(p0)
-
-
-def _bits(scratch):
-    """A float32 workspace as uint32 (its phase planes are written as bits from ``_pairs``);
-    empty for other dtypes."""
-    if scratch.dtype == np.float32:
-        return scratch.view(np.uint32)
-    return np.empty((scratch.shape[0], 0), np.uint32)
-
-
 def _correlate_args(src, w, dst, transposed, plan, cg, og, bias, has_bias, relu, scratch,
                     epilogue=None):
-    """loops.correlate's arguments, with the views that it reads as bits; ``epilogue`` is
-    ``(res, has_res, act, alpha, beta, k)`` (None: none), ``res`` shaped like ``dst``."""
-    pairs, p0 = _pairs(src)
-    bits = _bits(scratch)
+    """loops.correlate's arguments; ``epilogue`` is ``(res, has_res, act, alpha, beta, k)``
+    (None: none), ``res`` shaped like ``dst``."""
     d = plan[1]
     dst2 = dst.reshape(d[0] * d[4], d[5] * d[6])  # (N*C_dst, H_dst*W_dst)
     if epilogue is None:
         zero = dst.dtype.type(0)
         epilogue = (dst2, False, NONE, zero, zero, formulas.constants(dst.dtype))
     res, *rest = epilogue
-    return (src, pairs, p0, w, dst, transposed, plan[0], plan[1], cg, og, bias, has_bias,
-            relu, scratch, bits, plan[2], dst2, res.reshape(dst2.shape), *rest)
+    return (src, w, dst, transposed, plan[0], plan[1], cg, og, bias, has_bias, relu, scratch,
+            plan[2], dst2, res.reshape(dst2.shape), *rest)
 
 
 def _dims(src, dst):
@@ -103,13 +82,15 @@ def _plan(op, kind, dy_shape, w_shape, x_shape):
     if kind == "dx":
         geo = (kh, kw, 1, dh * (kh - 1) - pt, dw * (kw - 1) - pl, dh, dw)
         dims = (n, dy_shape[1], ho, wo, x_shape[1], x_shape[2], x_shape[3])
-        hp, wp, ln = loops.pitch(kh, kw, 1, dh, dw, x_shape[2], x_shape[3])
+        hp, wp, _ = loops.pitch(kh, kw, 1, dh, dw, x_shape[2], x_shape[3])
+        ln = 0  # loops.correlate writes its outputs in place
     else:
         geo = (kh, kw, s, pt, pl, dh, dw)
         dims = (n, x_shape[1], x_shape[2], x_shape[3], dy_shape[1], ho, wo)
         if kind in ("fwd", "dw"):  # the padded plane split into its s*s phases
             hq, wq, ln = loops.phases(kh, kw, s, dh, dw, ho, wo)
             hp, wp = s * hq, s * wq
+            ln = ln if kind == "dw" else 0  # the forward writes its outputs in place
         else:
             hp, wp, ln = loops.pitch(kh, kw, s, dh, dw, ho, wo)
     planes = {"fwd": n * dy_shape[1], "dx": n * x_shape[1], "dx_strided": n * x_shape[1],
@@ -292,9 +273,8 @@ def conv2d_grad_weight(op, ins, outs, ws):
     cg, og = _widths(dw.shape, op.groups)
     plan = _plan(op, "dw", dy.shape, dw.shape, x.shape)
     (scratch,) = carve(ws, _spec(plan, dw.dtype))
-    pairs, p0 = _pairs(flat_view(x))
-    args = (flat_view(dy), flat_view(x), pairs, p0, flat_view(dw), plan[0], plan[1], cg, og,
-            scratch, _bits(scratch), plan[2])
+    args = (flat_view(dy), flat_view(x), flat_view(dw), plan[0], plan[1], cg, og, scratch,
+            plan[2])
     return bound(depthwise_dots.grad_weight, *args)
 
 

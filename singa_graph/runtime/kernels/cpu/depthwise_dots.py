@@ -98,7 +98,7 @@ def _dots_row(dwt, b, wide, pad, i, kw, s, dh, dw, hq, wq, n):
 @njit(cache=True, nogil=True, inline="always")
 def _dots(dwt, b, wide, pad, kh, kw, s, dh, dw, hq, wq, n):
     """``dwt[b + t] += sum_q wide[q] * padded[tap t of output q]`` for every tap ``t``,
-    read from the phase planes (the forward's geometry: :func:`_taps`)."""
+    read from the phase planes (the forward's geometry)."""
     if kh == 3 and kw == 3:
         os = (_tap_offset(0, 0, s, dh, dw, hq, wq), _tap_offset(0, 1, s, dh, dw, hq, wq),
               _tap_offset(0, 2, s, dh, dw, hq, wq), _tap_offset(1, 0, s, dh, dw, hq, wq),
@@ -116,9 +116,9 @@ def _dots(dwt, b, wide, pad, kh, kw, s, dh, dw, hq, wq, n):
 
 
 @njit(cache=True, nogil=True, parallel=True, fastmath={"reassoc", "contract"})
-def grad_weight(dy, x, pairs, p0, dw_, geo, dims, cg, og, ws, bits, parts):
+def grad_weight(dy, x, dw_, geo, dims, cg, og, ws, parts):
     """``dW[oc, ci, i, j] = sum_{n, oy, ox} dy[n, oc, oy, ox] * x[n, c, iy, ix]`` (``dims``:
-    x as source, dy as destination; ``pairs``, ``p0``, ``bits``: as for :func:`correlate`).
+    x as source, dy as destination).
 
     Output channels are split over the parts. For each sample, a part widens ``dy``'s plane
     to the pitch of the input's phase planes (the forward's geometry, :func:`phases`), and
@@ -130,17 +130,17 @@ def grad_weight(dy, x, pairs, p0, dw_, geo, dims, cg, og, ws, bits, parts):
     us, 96 at 32x32 stride 2 2360 -> 463, 144 at 16x16 723 -> 304, 5x5 on 144 at 16x16
     stride 2 2600 -> 530."""
     for t in prange(parts):
-        _grad_weight_part(dy, x, pairs, p0, dw_, geo, dims, cg, og, ws, bits, parts, int64(t))
+        _grad_weight_part(dy, x, dw_, geo, dims, cg, og, ws, parts, int64(t))
 
 
 @njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
-def _grad_weight_part(dy, x, pairs, p0, dw_, geo, dims, cg, og, ws, bits, parts, t):
+def _grad_weight_part(dy, x, dw_, geo, dims, cg, og, ws, parts, t):
     kh, kw, s, pt, pl, dh, dw = geo
     n_, c_, h, wi, o_, ho, wo = dims
     hq, wq, ln = phases(kh, kw, s, dh, dw, ho, wo)
     size = s * s * hq * wq
     taps = kh * kw
-    pad, wide, pbits = part_scratch(ws, bits, t, size, ln)
+    pad, wide = part_scratch(ws, t, size, ln)
     zero = pad.dtype.type(0)
     for oc in range(t * o_ // parts, (t + 1) * o_ // parts):
         g, wb = oc // og, oc * cg * taps
@@ -149,6 +149,6 @@ def _grad_weight_part(dy, x, pairs, p0, dw_, geo, dims, cg, og, ws, bits, parts,
         for n in range(n_):
             _widen(wide, dy, (n * o_ + oc) * ho * wo, ho, wo, wq)
             for ci in range(cg):
-                _fill_phases(pad, pbits, x, pairs, p0, (n * c_ + g * cg + ci) * h * wi,
-                             h, wi, hq, wq, s, pt, pl)
+                _fill_phases(pad, x, (n * c_ + g * cg + ci) * h * wi, h, wi, hq, wq, s, pt,
+                             pl)
                 _dots(dw_, wb + ci * taps, wide, pad, kh, kw, s, dh, dw, hq, wq, ln)
