@@ -157,9 +157,11 @@ def _tap_products(mode, a, b, wt, wc, w0, geo, dims, cc):
 @njit(cache=True, nogil=True, inline="always")
 def _tile(R, V, x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo,
           ys, tail):
-    """simd.depthwise_tile(R, V) for R in (4, 1), V in 1-4: Numba needs each intrinsic
-    called by its name."""
-    if R == 4:
+    """simd.depthwise_tile(R, V) for R in (4, 1), V in 1-4, and (1, 8): Numba needs each
+    intrinsic called by its name."""
+    if V == 8:
+        _T18(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo, ys, tail)
+    elif R == 4:
         if V == 4:
             _T44(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo,
                  ys, tail)
@@ -245,18 +247,15 @@ def tiled_taps(y, x, wt, wc, w0, bias, bias0, has_bias, geo, dims, n, c0, c1):
                 xo = ((n * h + y0 + i0 * dh) * wi + x0 + j0 * dw) * c_
                 wo_ = (i0 * kw + j0) * wc + w0
                 yo = (yrow + ox) * c_
-                if r == 1 and whole:
-                    _T18(x, xo + cb, s * c_, dh * wi * c_, dw * c_, i1 - i0, j1 - j0, wt,
-                         wo_ + cb, kw * wc, wc, bias, bias0 + cb, has_bias, y, yo + cb, c_,
-                         lanes)
-                else:
-                    _tile(r, nv0, x, xo + cb, s * c_, dh * wi * c_, dw * c_, i1 - i0,
-                          j1 - j0, wt, wo_ + cb, kw * wc, wc, bias, bias0 + cb, has_bias, y,
-                          yo + cb, c_, tail0)
-                    if nv1:
-                        _tile(r, nv1, x, xo + cb1, s * c_, dh * wi * c_, dw * c_, i1 - i0,
-                              j1 - j0, wt, wo_ + cb1, kw * wc, wc, bias, bias0 + cb1,
-                              has_bias, y, yo + cb1, c_, tail1)
+                # a whole block's first half ends on a whole vector (tail0 == lanes)
+                v0 = 8 if r == 1 and whole else nv0
+                _tile(r, v0, x, xo + cb, s * c_, dh * wi * c_, dw * c_, i1 - i0, j1 - j0,
+                      wt, wo_ + cb, kw * wc, wc, bias, bias0 + cb, has_bias, y, yo + cb, c_,
+                      tail0)
+                if nv1 and v0 < 8:
+                    _tile(r, nv1, x, xo + cb1, s * c_, dh * wi * c_, dw * c_, i1 - i0,
+                          j1 - j0, wt, wo_ + cb1, kw * wc, wc, bias, bias0 + cb1, has_bias,
+                          y, yo + cb1, c_, tail1)
                 ox += r
 
 
