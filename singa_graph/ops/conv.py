@@ -247,6 +247,26 @@ class Conv2dNHWC(Conv2d):
         raise UnsupportedOpError("Conv2dNHWC is made for inference plans and has no gradient")
 
 
+# Conv2dDirect.wins: the convs that its register tiles run faster than im2col + GEMM or
+# Winograd (runtime/kernels/cpu/conv_direct.py, passes/direct.py)
+#: output pixels per sample above which convs keep im2col + GEMM (or Winograd): the
+#: register tiles' output goes through a transposing copy that costs more on larger planes
+#: (48 -> 48 channels at 32x32: 413 against 653 us)
+DIRECT_MAX_PIXELS = 256
+#: terms per output (``C*kh*kw``) below which the im2col GEMM wins: a 3x3 stride-2 stem on
+#: three channels 57 against 92 us (the 7x7 one, 147 terms, 298 against 227)
+DIRECT_MIN_TERMS = 64
+#: 1x1 convs go direct on planes of at most this many pixels, from this many input
+#: channels, with two vectors of output channels: elsewhere BLAS's GEMM on the input itself
+#: wins (256 -> 128 at 16x16: 175 against 195 us; 128 -> 16 at 15x15 12 against 14), here
+#: it loses (1024 -> 128 at 4x4 107 -> 42, 832 -> 384 at 2x2 56 -> 37, 512 -> 128 at 8x8
+#: 92 -> 83)
+DIRECT_POINTWISE_MAX_PIXELS, DIRECT_POINTWISE_MIN_CHANNELS = 64, 128
+#: weights of more bytes stay with the GEMM kernels: a tile streams the whole weight, and
+#: over few pixels the product waits on memory (512 -> 512 at 2x2: 261 against 302 us)
+DIRECT_MAX_WEIGHT_BYTES = 16 << 20
+
+
 class Conv2dDirect(Conv2d):
     """:class:`Conv2d` on NCHW activations (one group) whose weight is held in blocks of
     ``B`` output channels, ``(ceil(O/B), kh, kw, C, B)``, ``B`` the values of a 64-byte
@@ -269,6 +289,27 @@ class Conv2dDirect(Conv2d):
         """Whether a Conv2d ``op`` with (OIHW) weight shape ``w_shape`` can run so."""
         return (type(op) is Conv2d and op.groups == 1 and len(w_shape) == 4
                 and np.dtype(dtype) in (np.float32, np.float64))
+
+    @staticmethod
+    def wins(op, x_shape, w_shape, y_shape, dtype) -> bool:
+        """Whether a Conv2d ``op`` (OIHW ``w_shape``) runs faster as a Conv2dDirect (by the
+        measurements beside :data:`DIRECT_MAX_PIXELS` and the others)."""
+        o, c, kh, kw = w_shape
+        pixels = y_shape[2] * y_shape[3]
+        if not Conv2dDirect.supports(op, w_shape, dtype):
+            return False
+        if c * kh * kw < DIRECT_MIN_TERMS or pixels > DIRECT_MAX_PIXELS:
+            return False
+        if kh * kw == 1 and (pixels > DIRECT_POINTWISE_MAX_PIXELS
+                             or c < DIRECT_POINTWISE_MIN_CHANNELS
+                             or o < 2 * Conv2dDirect.block(dtype)):
+            return False
+        # 3x3 convs that Winograd would take go direct too: in a plan its transformed
+        # weights are workspace, so it transforms them again on every call. On the 2-core
+        # Intel Xeon (Emerald Rapids) that transform alone took 330 of a 64 -> 64 conv's 500
+        # us at 16x16, batch 2, where the tiles take 175 (resnet18 5.7 -> 3.5 ms, googlenet
+        # 4.4 -> 3.8); on the AMD EPYC the tiles were 10% slower there (201 against 180 us)
+        return o * c * kh * kw * np.dtype(dtype).itemsize <= DIRECT_MAX_WEIGHT_BYTES
 
     @classmethod
     def of(cls, conv, out_channels):

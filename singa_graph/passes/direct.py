@@ -13,8 +13,9 @@ changes. The sums are taken in another order than the
 im2col kernel's (one fused multiply-add per term): results differ in the last bits, as
 for any change of kernel; tests/passes/test_direct.py bounds the difference.
 
-Which convs (:func:`wins`): measured at batch 2 on two threads (2026-11-27), against the
-kernel that runs them otherwise, e.g. densenet121's 128 -> 32 3x3 convs at 2x2, 4x4 and
+Which convs (:meth:`Conv2dDirect.wins <singa_graph.ops.conv.Conv2dDirect.wins>`, which the
+Conv2d kernel of training and eager runs asks too): measured at batch 2 on two threads
+(2026-11-27), against the kernel that runs them otherwise, e.g. densenet121's 128 -> 32 3x3 convs at 2x2, 4x4 and
 8x8 19 -> 7.5, 30 -> 17 and 82 -> 55 us, squeezenet's 64 -> 256 at 3x3 48 -> 37,
 ResNet-18's 128 -> 256 stride 2 147 -> 100, a 7x7 stride-2 stem 298 -> 227.
 """
@@ -32,41 +33,8 @@ __all__ = ["direct_convs", "direct_matmuls", "wins"]
 #: OIHW cut into blocks of output channels, (O/B, B, C, kh, kw) -> (O/B, kh, kw, C, B)
 BLOCKED = (0, 3, 4, 2, 1)
 
-#: output pixels per sample above which convs keep im2col + GEMM (or Winograd): the
-#: register tiles' output goes through a transposing copy that costs more on larger planes
-#: (48 -> 48 channels at 32x32: 413 against 653 us)
-MAX_PIXELS = 256
-#: terms per output (``C*kh*kw``) below which the im2col GEMM wins: a 3x3 stride-2 stem on
-#: three channels 57 against 92 us (the 7x7 one, 147 terms, 298 against 227)
-MIN_TERMS = 64
-#: 1x1 convs go direct on planes of at most this many pixels, from this many input
-#: channels, with two vectors of output channels: elsewhere BLAS's GEMM on the input itself
-#: wins (256 -> 128 at 16x16: 175 against 195 us; 128 -> 16 at 15x15 12 against 14), here
-#: it loses (1024 -> 128 at 4x4 107 -> 42, 832 -> 384 at 2x2 56 -> 37, 512 -> 128 at 8x8
-#: 92 -> 83)
-POINTWISE_MAX_PIXELS, POINTWISE_MIN_CHANNELS = 64, 128
-#: weights of more bytes stay with the GEMM kernels: a tile streams the whole weight, and
-#: over few pixels the product waits on memory (512 -> 512 at 2x2: 261 against 302 us)
-MAX_WEIGHT_BYTES = 16 << 20
-
-
-def wins(op, x_shape, w_shape, y_shape, dtype) -> bool:
-    """Whether a Conv2d ``op`` (OIHW ``w_shape``) runs faster as a Conv2dDirect."""
-    o, c, kh, kw = w_shape
-    pixels = y_shape[2] * y_shape[3]
-    if not Conv2dDirect.supports(op, w_shape, dtype):
-        return False
-    if c * kh * kw < MIN_TERMS or pixels > MAX_PIXELS:
-        return False
-    if kh * kw == 1 and (pixels > POINTWISE_MAX_PIXELS or c < POINTWISE_MIN_CHANNELS
-                         or o < 2 * Conv2dDirect.block(dtype)):
-        return False
-    # 3x3 convs that Winograd would take go direct too: in a plan its transformed weights
-    # are workspace, so it transforms them again on every call. On the 2-core Intel Xeon
-    # (Emerald Rapids) that transform alone took 330 of a 64 -> 64 conv's 500 us at 16x16,
-    # batch 2, where the tiles take 175 (resnet18 5.7 -> 3.5 ms, googlenet 4.4 -> 3.8); on
-    # the AMD EPYC the tiles were 10% slower there (201 against 180 us)
-    return o * c * kh * kw * np.dtype(dtype).itemsize <= MAX_WEIGHT_BYTES
+#: which convs go direct (the measurements are beside its constants in ops/conv.py)
+wins = Conv2dDirect.wins
 
 
 def direct_convs(graph) -> int:

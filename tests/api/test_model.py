@@ -158,8 +158,11 @@ def test_memory_report_ratios(kind, schedule):
 
 # The arena as a share of the no-reuse sum (every buffer its own bytes) can go no lower than
 # what lives at the peak. Measured: MLP 0.50, CNN 0.59 (its convolutions' workspace is one
-# sample's columns per thread, so little of the sum is short-lived), ResNet 0.21-0.22.
-REUSE = {"mlp": 0.5, "cnn": 0.62, "resnet": 0.25}
+# sample's columns per thread, so little of the sum is short-lived), ResNet 0.23-0.26. The
+# share moves with the kernels' workspace: when the ResNet's 3x3 forward convs moved from
+# im2col columns to the register tiles' smaller scratch, the no-reuse sum fell 2.89 -> 2.64
+# MB and the arena stayed 692 KB (sequential schedule), 0.24 -> 0.26.
+REUSE = {"mlp": 0.5, "cnn": 0.62, "resnet": 0.27}
 
 
 # ---------------------------------------------------------------------------- behaviours

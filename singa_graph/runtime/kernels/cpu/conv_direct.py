@@ -33,9 +33,10 @@ im2col kernel's in the last bits.
 import numpy as np
 from numba import njit, prange, uintp
 
+from ....ops.conv import Conv2dDirect
 from ....runtime import threads
 from ...registry import carve, carved_bytes, kernel
-from . import simd
+from . import simd, winograd
 from .depthwise_channels_last import rows_to_planes
 from .epilogue import act_args, act_code, conv_epilogue
 from .loops import PARALLEL_WORK, bound, loops
@@ -219,11 +220,20 @@ def _workspace(op, ins, outs):
 def conv2d_direct(op, ins, outs, ws):
     x, w = ins[0], ins[1]  # w: (O/B, kh, kw, C, B)
     (y,) = outs
-    _, kh, kw, c, b = w.shape
-    o = y.shape[1]  # the last block may be filled up with zeros
+    b = w.shape[4]
     if b != simd.lanes(y.dtype):
         raise ValueError(f"Conv2dDirect's kernel reads blocks of {simd.lanes(y.dtype)} output "
                          f"channels, not {b}")
+    (group, parts, blocks), specs = _specs(op, x.shape, w.shape, y.shape, y.dtype)
+    return _step(op, ins, w, y, carve(ws, *specs), group, parts, blocks)
+
+
+def _step(op, ins, w, y, scratch, group, parts, blocks):
+    """The tiles' step of a conv with inputs ``ins`` (``x``, weight, bias, residual as
+    the op has them) on the blocked weight ``w``, into ``y``."""
+    x = ins[0]
+    _, kh, kw, c, _ = w.shape
+    o = y.shape[1]  # the last block may be filled up with zeros
     has_res = bool(op.residual)
     has_bias = len(ins) - has_res == 3
     bias = ins[2] if has_bias else w.reshape(-1)[:0]
@@ -231,9 +241,91 @@ def conv2d_direct(op, ins, outs, ws):
     y3 = y.reshape(n, o, ho * wo)
     res3 = ins[-1].reshape(y3.shape) if has_res else y3
     alpha, beta, k = act_args(op, y.dtype)
-    (group, parts, blocks), specs = _specs(op, x.shape, w.shape, y.shape, y.dtype)
-    xp, e, offs = carve(ws, *specs)
+    xp, e, offs = scratch
     fn = _FORWARD[parts > 1 and y.size * c * kh * kw >= PARALLEL_WORK]
     return bound(fn, x, w.reshape(-1), y3, xp, e, offs, bias, has_bias, res3, has_res,
                  act_code(op), alpha, beta, k, _geometry(op, x.shape, w.shape), group, parts,
                  blocks, simd.lanes(y.dtype))
+
+
+# ------------------------------------------------- plain Conv2d ops (training, eager)
+#: 3x3 stride-1 convs that Winograd takes stay with it from this many 4x4 output tiles a
+#: batch, where its one weight transform a call is shared by enough tiles. Batch 64, two
+#: threads (2026-11-28): 32 -> 64 at 14x14 (1024 tiles) Winograd 1.9 ms, the tiles 2.3;
+#: batch 8, 64 -> 64 at 16x16 (128 tiles) 0.68-0.92 against 0.54-0.56
+WINOGRAD_TILES = 512
+#: outputs a weight value is used for (batch x output pixels) below which the copy into
+#: blocks costs more than the tiles save: it moves a weight at ~12 GB/s (512 -> 512 3x3,
+#: 9.4 MB, 0.74 ms), as long as the tiles' whole conv at batch 8 on 2x2 outputs
+WEIGHT_REUSE = 128
+
+
+def chosen(op, x_shape, w_shape, y_shape, dtype) -> bool:
+    """Whether a plain Conv2d (OIHW weight; training plans and eager runs, where no pass
+    made it a Conv2dDirect) runs on the tiles, with its weight blocked into workspace on
+    every call: with ``algo="auto"`` where :meth:`Conv2dDirect.wins` says so, but for the
+    3x3 convs that Winograd shares over :data:`WINOGRAD_TILES` tiles and the weights used
+    for fewer than :data:`WEIGHT_REUSE` outputs each. Shapes alone decide,
+    so graph and eager runs choose alike. Batch 8, two threads (2026-11-28), the tiles on
+    weights blocked beforehand against the kernels that ran them: ResNet-18's 3x3 stride-2
+    convs at 64x64 input 64 -> 128 495 -> 286 us, 128 -> 256 608 -> 301, stride 1 128 ->
+    128 at 8x8 2641 -> 843; the bench ResNet's (batch 32) 16 -> 32 and 32 -> 64 stride 2
+    928 -> 531 and 669 -> 341."""
+    if getattr(op, "algo", "auto") != "auto" or len(x_shape) != 4 or len(w_shape) != 4:
+        return False
+    if y_shape[0] * y_shape[2] * y_shape[3] < WEIGHT_REUSE:
+        return False
+    if not Conv2dDirect.wins(op, x_shape, w_shape, y_shape, dtype):
+        return False
+    return not (winograd.chosen(op, x_shape, w_shape, dtype)
+                and winograd.tiles(op, x_shape) >= WINOGRAD_TILES)
+
+
+def _blocked_shape(w_shape, dtype):
+    b = Conv2dDirect.block(dtype)
+    o, c, kh, kw = w_shape
+    return (-(-o // b), kh, kw, c, b)
+
+
+def _plain_specs(op, ins, outs):
+    wshape = _blocked_shape(ins[1].shape, outs[0].dtype)
+    parts, specs = _specs(op, ins[0].shape, wshape, outs[0].shape, outs[0].dtype)
+    return parts, ((wshape, outs[0].dtype), *specs)
+
+
+def plain_workspace(op, ins, outs):
+    """Workspace of :func:`plain_forward`: the blocked weight and the tiles' scratch."""
+    return carved_bytes(*_plain_specs(op, ins, outs)[1])
+
+
+def plain_forward(op, ins, outs, ws):
+    """The step of a plain Conv2d that :func:`chosen` takes: its OIHW weight blocked into
+    workspace (:func:`block_weight`), then the tiles."""
+    (group, parts, blocks), specs = _plain_specs(op, ins, outs)
+    wb, *scratch = carve(ws, *specs)
+    block = bound(block_weight, ins[1], wb, max(1, min(threads.num_threads(), wb.shape[0])))
+    tiles = _step(op, ins, wb, outs[0], scratch, group, parts, blocks)
+
+    def step():
+        block()
+        tiles()
+    return step
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def block_weight(w, wb, parts):
+    """``wb[b, i, j, c, l] = w[b*B + l, c, i, j]``: an OIHW weight in blocks of ``B`` output
+    channels (Conv2dDirect's layout), zero past the last one; blocks split over ``parts``."""
+    o, c_, kh, kw = w.shape
+    nb, b_ = wb.shape[0], wb.shape[4]
+    zero = wb.dtype.type(0)
+    for t in prange(parts):
+        for b in range(t * nb // parts, (t + 1) * nb // parts):
+            lanes = min(b_, o - b * b_)
+            for i in range(kh):
+                for j in range(kw):
+                    for c in range(c_):
+                        for lane in range(lanes):
+                            wb[b, i, j, c, lane] = w[b * b_ + lane, c, i, j]
+                        for lane in range(lanes, b_):
+                            wb[b, i, j, c, lane] = zero

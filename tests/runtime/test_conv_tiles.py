@@ -1,0 +1,106 @@
+"""Plain Conv2d ops (training plans, eager runs) on the register tiles of Conv2dDirect
+(runtime/kernels/cpu/conv_direct.py: ``chosen``, ``plain_forward``, ``block_weight``):
+which convs take them, the same results as the inference op on weights blocked by numpy,
+a float64 reference, graph == eager with gradients, and float16 through the staged
+float32 kernel."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from singa_graph import ops
+from singa_graph.ir.tensor import Tensor
+from singa_graph.ops.conv import Conv2dDirect
+from singa_graph.passes.direct import BLOCKED
+from singa_graph.runtime.kernels.cpu import conv_direct
+from singa_graph.runtime.registry import bind, workspace_bytes
+from helpers import graph_matches_eager
+
+f32 = np.float32
+
+
+def _chosen(x, w, s=1, p=1, algo="auto", dtype=f32):
+    op = ops.Conv2d(s, p, 1, 1, algo=algo)
+    return conv_direct.chosen(op, x, w, op.output_shape(x, w), dtype)
+
+
+def test_which_plain_convs_take_the_tiles():
+    assert _chosen((8, 64, 16, 16), (128, 64, 3, 3), s=2)      # ResNet-18's stride 2
+    assert _chosen((8, 128, 8, 8), (128, 128, 3, 3))            # 32 Winograd tiles
+    assert _chosen((32, 32, 16, 16), (64, 32, 3, 3), s=2)
+    assert not _chosen((8, 256, 4, 4), (512, 256, 3, 3), s=2)  # 32 outputs a weight
+    assert not _chosen((8, 64, 16, 16), (128, 64, 3, 3), s=2, algo="direct")  # im2col asked
+    assert not _chosen((64, 32, 14, 14), (64, 32, 3, 3))        # 1024 Winograd tiles
+    assert not _chosen((64, 1, 28, 28), (32, 1, 3, 3))          # 9 terms an output
+    assert not _chosen((32, 16, 32, 32), (32, 16, 1, 1), s=2, p=0)  # 16-channel 1x1
+    assert not _chosen((2, 32, 32, 32), (32, 32, 3, 3))         # 1024 pixels a plane
+    assert not _chosen((8, 64, 16, 16), (128, 64, 3, 3), s=2, dtype=np.float16)
+
+
+def _blocked(w):
+    blk = Conv2dDirect.block(w.dtype)
+    filled = np.concatenate([w, np.zeros((-w.shape[0] % blk,) + w.shape[1:], w.dtype)])
+    return np.ascontiguousarray(np.transpose(filled.reshape(-1, blk, *w.shape[1:]), BLOCKED))
+
+
+def _run(op, ins):
+    (spec,) = op.infer(*[Tensor.symbolic(a.shape, a.dtype) for a in ins])
+    y = np.full(spec.shape, np.nan, spec.dtype)
+    ws = np.empty(workspace_bytes(op, ins, [y]), np.uint8)
+    bind(op, ins, [y], ws=ws)()
+    return y
+
+
+CASES = [  # n, c, h, w, o, k, stride, pad, bias, residual, act
+    (4, 16, 16, 16, 32, 3, 2, 1, True, False, ""),
+    (3, 24, 9, 7, 40, 3, 1, 1, False, True, "relu"),   # 40 outputs: a half-filled block
+    (6, 8, 10, 10, 64, 5, 2, 2, True, True, "relu6"),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", CASES)
+def test_plain_conv_equals_the_inference_op_and_a_float64_reference(case, dtype):
+    n, c, h, wd, o, k, s, p, has_b, has_res, act = case
+    rng = np.random.default_rng(sum(case[:6]))
+    x = rng.standard_normal((n, c, h, wd)).astype(dtype)
+    w = (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype(dtype)
+    b = rng.standard_normal(o).astype(dtype)
+    op = ops.Conv2d(s, p, 1, 1, act=act, residual=has_res)
+    y_shape = op.output_shape(x.shape, w.shape)
+    assert conv_direct.chosen(op, x.shape, w.shape, y_shape, dtype)
+    res = rng.standard_normal(y_shape).astype(dtype)
+    extra = ([b] if has_b else []) + ([res] if has_res else [])
+    got = _run(op, [x, w, *extra])
+    np.testing.assert_array_equal(got, _run(Conv2dDirect.of(op, o), [x, _blocked(w), *extra]))
+    plain = ops.Conv2d(s, p, 1, 1, act=act, residual=has_res, algo="direct")  # im2col
+    want = _run(plain, [x.astype(np.float64), w.astype(np.float64),
+                        *[a.astype(np.float64) for a in extra]])
+    eps = np.finfo(dtype).eps
+    np.testing.assert_allclose(got, want, rtol=0,
+                               atol=8 * eps * np.sqrt(c * k * k) * (np.abs(want).max() + 1))
+
+
+def test_block_weight_lays_out_blocks_of_output_channels():
+    w = np.arange(40 * 3 * 2 * 2, dtype=f32).reshape(40, 3, 2, 2)
+    wb = np.full((3, 2, 2, 3, 16), np.nan, f32)
+    conv_direct.block_weight(w, wb, 2)
+    np.testing.assert_array_equal(wb, _blocked(w))
+
+
+def test_graph_matches_eager_with_gradients():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 16, 12, 12)).astype(f32)
+    w = (rng.standard_normal((32, 16, 3, 3)) / 12).astype(f32)
+    b = rng.standard_normal(32).astype(f32)
+    assert conv_direct.chosen(ops.Conv2d(2, 1), x.shape, w.shape, (4, 32, 6, 6), f32)
+    graph_matches_eager(lambda *t: ops.conv2d(*t, stride=2, padding=1), x, w, b)
+
+
+def test_float16_runs_the_tiles_on_float32_copies():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 16, 12, 12)).astype(np.float16)
+    w = (rng.standard_normal((32, 16, 3, 3)) / 12).astype(np.float16)
+    got = _run(ops.Conv2d(2, 1), [x, w])
+    want = _run(ops.Conv2d(2, 1), [x.astype(f32), w.astype(f32)]).astype(np.float16)
+    np.testing.assert_array_equal(got, want)
