@@ -249,10 +249,13 @@ class Conv2dNHWC(Conv2d):
 
 # Conv2dDirect.wins: the convs that its register tiles run faster than im2col + GEMM or
 # Winograd (runtime/kernels/cpu/conv_direct.py, passes/direct.py)
-#: output pixels per sample above which convs keep im2col + GEMM (or Winograd): the
-#: register tiles' output goes through a transposing copy that costs more on larger planes
-#: (48 -> 48 channels at 32x32: 413 against 653 us)
-DIRECT_MAX_PIXELS = 256
+#: output pixels per sample above which convs keep im2col + GEMM (or Winograd). It was 256
+#: while the tiles' output went into NCHW one element at a time; with the 8x8 register
+#: transposes the tiles win up to 56x56 (two threads, 2026-11-28, against the kernel that
+#: ran them: 64 -> 64 at 56x56, batch 1, 1458 -> 1126 us; 128 -> 128 at 56x56 6396 ->
+#: 3972; 128 -> 128 at 28x28 3724 -> 929; 256 -> 256 stride 2 to 14x14 1309 -> 1183; a 7x7
+#: stride-2 stem on 128x128, batch 1, 907 -> 560; 48 -> 48 at 32x32, batch 2, 523 -> 415)
+DIRECT_MAX_PIXELS = 4096
 #: terms per output (``C*kh*kw``) below which the im2col GEMM wins: a 3x3 stride-2 stem on
 #: three channels 57 against 92 us (the 7x7 one, 147 terms, 298 against 227)
 DIRECT_MIN_TERMS = 64

@@ -108,7 +108,8 @@ def test_the_pass_chooses_small_plane_convs_with_larger_kernels():
     # Winograd's shapes too: in a plan it would transform its weights on every call
     assert wins(conv, (2, 64, 16, 16), (64, 64, 3, 3), (2, 64, 16, 16), f32)
     assert wins(conv, (2, 128, 16, 16), (32, 128, 3, 3), (2, 32, 16, 16), f32)
-    assert not wins(conv, (2, 32, 32, 32), (32, 32, 3, 3), (2, 32, 32, 32), f32)  # plane
+    assert wins(conv, (2, 32, 32, 32), (32, 32, 3, 3), (2, 32, 32, 32), f32)
+    assert not wins(conv, (2, 32, 80, 80), (32, 32, 3, 3), (2, 32, 80, 80), f32)  # plane
     point = ops.Conv2d(1, 0)
     assert wins(point, (2, 512, 3, 3), (1000, 512, 1, 1), (2, 1000, 3, 3), f32)
     assert not wins(point, (2, 256, 16, 16), (128, 256, 1, 1), (2, 128, 16, 16), f32)

@@ -33,7 +33,7 @@ def test_which_plain_convs_take_the_tiles():
     assert not _chosen((64, 32, 14, 14), (64, 32, 3, 3))        # 1024 Winograd tiles
     assert not _chosen((64, 1, 28, 28), (32, 1, 3, 3))          # 9 terms an output
     assert not _chosen((32, 16, 32, 32), (32, 16, 1, 1), s=2, p=0)  # 16-channel 1x1
-    assert not _chosen((2, 32, 32, 32), (32, 32, 3, 3))         # 1024 pixels a plane
+    assert not _chosen((2, 32, 80, 80), (32, 32, 3, 3))         # 6400 pixels a plane
     assert not _chosen((8, 64, 16, 16), (128, 64, 3, 3), s=2, dtype=np.float16)
 
 
