@@ -118,8 +118,7 @@ def _chunks(a, n_, body):
     with cgutils.for_range(builder, chunks) as lk:
         i0 = builder.mul(lk.index, ir.Constant(_I64, L))
         left = _splat(builder, builder.sub(n_, i0), it)
-        body(i0, lambda offset=0: builder.icmp_signed(
-            "<", builder.add(lane, ir.Constant(it, [offset] * L)), left))
+        body(i0, builder.icmp_signed("<", lane, left))
 
 
 @intrinsic
@@ -138,8 +137,7 @@ def copy_row(typingctx, y, yo, x, xo, n):
         def vec(base, index):
             return builder.bitcast(builder.gep(base, [index]), a.vt.as_pointer())
 
-        def body(i0, used):
-            m = used()
+        def body(i0, m):
             a.store(a.load(vec(xp, builder.add(xo_, i0)), m), vec(yp, builder.add(yo_, i0)), m)
 
         _chunks(a, n_, body)
