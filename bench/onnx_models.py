@@ -20,18 +20,23 @@ the exporter (what a user exporting for inference gets); the training files keep
 BatchNormalization nodes, which use batch statistics while training, as PyTorch's do, so
 both start from the same loss (printed). Target: <= 1.0x PyTorch.
 
-How it is measured (bench/alternate.py): every framework runs alone in its own process
+How it is measured (bench/alternate.py): every framework runs in its own process
 (``--worker``), with ``--threads`` threads (Numba's pool for singa_graph, intra-op threads
-for onnxruntime and PyTorch; default: all cores), the processes alternate for ``--rounds``
-rounds, and each figure is the median over all timed calls of all rounds.
+for onnxruntime and PyTorch; default: all cores). Each of ``--rounds`` rounds starts one
+process per framework, one after the other, then times them in ``--bursts`` bursts of
+``--steps`` calls (``--train-steps`` steps) taking turns, with ``--pause`` seconds of sleep
+before each burst so that the others' thread pools are asleep: each framework runs alone,
+and each burst has the other frameworks' bursts of the same round and index within a
+fraction of a second. ms columns: the median over all timed calls; ratios: the median
+over the bursts of the ratio of paired burst medians, which a host whose speed drifts over
+seconds moves much less than a ratio of medians taken seconds apart.
 
-    python bench/onnx_models.py [--models resnet18,vit_small,...] [--rounds 3]
+    python bench/onnx_models.py [--models resnet18,vit_small,...] [--rounds 3] [--bursts 8]
                                 [--threads N] [--no-train] [--quick]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -113,8 +118,9 @@ def _scalar(v) -> float:
         float(np.asarray(v).ravel()[0])
 
 
-def worker(args) -> dict:
-    """Build, warm up and time one framework on one model; a JSON-able result."""
+def worker(args):
+    """Build and warm up one framework on one model: ``(ready, fn)``, ``ready`` a JSON-able
+    dict (with ``"error"`` where it failed, and then no ``fn``)."""
     image = tvm.image_size(args.model)
     x, y = _data(image)
     out = {"framework": args.worker, "model": args.model}
@@ -131,46 +137,42 @@ def worker(args) -> dict:
     except Exception as e:  # reported in the table, not a crash of the bench
         msg = str(e).strip().splitlines()
         out["error"] = f"{type(e).__name__}: {msg[0] if msg else ''}"[:160]
-        return out
+        return out, None
     out["first_s"] = time.perf_counter() - t0
     if args.mode == "train":
         out["first_loss"] = _scalar(first)
-    out["times"] = alternate.time_calls(fn, args.steps, args.warmup)
+    alternate.time_calls(fn, 0, args.warmup)
     if args.check and args.worker == "ours":
         mine = np.asarray(getattr(fn(), "data", None))
         ref = _ort(args.onnx, args.threads).run(None, {"input": x})[0]
         out["rel_err"] = float(np.abs(mine - ref).max() / max(np.abs(ref).max(), 1e-30))
-    return out
+    return out, fn
 
 
 # ---------------------------------------------------------------------- driver
-def _run(fw, name, mode, path, args, check=False):
+def _start(fw, name, mode, path, args, check=False):
     argv = ["--worker", fw, "--model", name, "--mode", mode, "--onnx", path,
-            "--threads", str(args.threads), "--warmup", str(args.warmup),
-            "--steps", str(args.steps if mode == "infer" else args.train_steps)]
+            "--threads", str(args.threads), "--warmup", str(args.warmup)]
     if check:
         argv.append("--check")
-    return alternate.spawn(__file__, argv, env={"NUMBA_NUM_THREADS": str(args.threads)})
+    return alternate.Worker(__file__, argv, env={"NUMBA_NUM_THREADS": str(args.threads)})
 
 
 def _bench(names, mode, fws, paths, args, bar, row):
-    """Time ``fws`` on each model, alternating; ``row(name, path, {fw: [runs]})`` prints the
-    model's row as soon as it is measured and returns its ratio (or None). A run that failed
-    stops that framework for that model. Returns the ratios."""
+    """Time ``fws`` on each model in interleaved bursts; ``row(name, path, {fw: [runs]})``
+    prints the model's row as soon as it is measured and returns its ratio (or None). A
+    worker that failed stops that framework for that model. Returns the ratios."""
     ratios = []
+    calls = args.steps if mode == "infer" else args.train_steps
     for name in names:
         runs = {}
         if not isinstance(paths[name], Exception):
-            def one(fw, r, name=name):
-                try:
-                    res = _run(fw, name, mode, paths[name], args,
-                               check=(r == 0 and mode == "infer"))
-                except RuntimeError as e:  # the worker died (a crash, not an exception)
-                    res = {"error": "worker died: " + str(e).strip().splitlines()[-1][:120]}
-                runs.setdefault(fw, []).append(res)
-                return None if "error" in res else res
+            def start(fw, r, name=name):
+                return _start(fw, name, mode, paths[name], args,
+                              check=(r == 0 and mode == "infer"))
             bar.set_postfix_str(f"{mode} {name}")
-            alternate.alternate(fws, args.rounds, one, pause=args.pause, progress=bar.update)
+            runs = alternate.interleave(fws, args.rounds, start, args.bursts, calls,
+                                        pause=args.pause, progress=bar.update)
         else:
             bar.update(args.rounds * len(fws))
         ratio = row(name, paths[name], runs)
@@ -205,7 +207,8 @@ def infer_row(name, path, runs):
     ms = {fw: _cell(runs.get(fw, [])) for fw in INFER_FWS}
     ours = runs.get("ours", [])
     err = ours[0].get("rel_err") if ours else None
-    ratio = ms["ours"] / ms["ort"]
+    ratio = alternate.paired_ratio(ours, runs.get("ort", []))
+    vs_torch = alternate.paired_ratio(ours, runs.get("torch", []))
     if _error(ours):
         note, ratio = f"import failed: {_error(ours)}", None
     elif err is not None and not err <= MATCH_TOL:
@@ -213,7 +216,7 @@ def infer_row(name, path, runs):
     else:
         note = _failures(runs, ("ort", "torch"))
     print(f"{name:<20}{ms['ours']:>9.2f}{ms['ort']:>9.2f}{ms['torch']:>9.2f}"
-          f"{ms['ours'] / ms['ort']:>10.2f}{ms['ours'] / ms['torch']:>11.2f}"
+          f"{ratio if ratio is not None else float('nan'):>10.2f}{vs_torch:>11.2f}"
           f"{'-' if err is None else format(err, '.1e'):>10}  {note}", flush=True)
     return ratio
 
@@ -229,10 +232,11 @@ def train_row(name, path, runs):
         return None
     ms = {fw: _cell(runs.get(fw, [])) for fw in TRAIN_FWS}
     loss = {fw: (runs.get(fw) or [{}])[0].get("first_loss", float("nan")) for fw in TRAIN_FWS}
-    print(f"{name:<20}{ms['ours']:>9.2f}{ms['torch']:>9.2f}{ms['ours'] / ms['torch']:>11.2f}"
+    ratio = alternate.paired_ratio(runs.get("ours", []), runs.get("torch", []))
+    print(f"{name:<20}{ms['ours']:>9.2f}{ms['torch']:>9.2f}{ratio:>11.2f}"
           f"{loss['ours']:>15.5f}{loss['torch']:>10.5f}  {_failures(runs, TRAIN_FWS)}",
           flush=True)
-    return ms["ours"] / ms["torch"]
+    return ratio
 
 
 def _verdict(value, target):
@@ -243,14 +247,17 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(tvm.MODELS),
                     help="comma-separated subset of " + ",".join(tvm.MODELS))
-    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds")
-    ap.add_argument("--steps", type=int, default=30, help="timed inference calls per process")
-    ap.add_argument("--train-steps", type=int, default=5, help="timed training steps per process")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds, each with a fresh process per framework")
+    ap.add_argument("--bursts", type=int, default=8,
+                    help="bursts per framework and round, the frameworks taking turns")
+    ap.add_argument("--steps", type=int, default=10, help="timed inference calls per burst")
+    ap.add_argument("--train-steps", type=int, default=3, help="timed training steps per burst")
     ap.add_argument("--warmup", type=int, default=3, help="untimed calls after the first")
     ap.add_argument("--threads", type=int, default=os.cpu_count(),
                     help="threads of every framework (default: all cores)")
-    ap.add_argument("--pause", type=float, default=0.5,
-                    help="seconds of sleep before each process starts")
+    ap.add_argument("--pause", type=float, default=0.1,
+                    help="seconds of sleep before each process starts and each burst")
     ap.add_argument("--no-train", action="store_true", help="inference only")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: 1 round, 5 inference calls and 2 training steps")
@@ -264,10 +271,10 @@ def main(argv=None):
     ap.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        print(json.dumps(worker(args)))
+        alternate.serve(*worker(args)[::-1])
         return
     if args.quick:
-        args.rounds, args.steps, args.train_steps, args.warmup = 1, 5, 2, 1
+        args.rounds, args.bursts, args.steps, args.train_steps, args.warmup = 1, 2, 3, 1, 1
     names = [n.strip().lower() for n in args.models.split(",") if n.strip()]
     unknown = [n for n in names if n not in tvm.MODELS]
     if unknown:
@@ -284,8 +291,9 @@ def main(argv=None):
     print(f"{time.strftime('%Y-%m-%d')}; python {sys.version.split()[0]}, numpy "
           f"{np.__version__}, numba {numba.__version__}, onnxruntime {onnxruntime.__version__},"
           f" torch {torch.__version__}, torchvision {tv.__version__}; {os.cpu_count()} cpus, "
-          f"{args.threads} threads per framework; batch {BATCH}, median ms per call over "
-          f"{args.rounds} alternating rounds, each framework alone in its own process")
+          f"{args.threads} threads per framework; batch {BATCH}; {args.rounds} rounds of a "
+          f"process per framework, each timed in {args.bursts} bursts taking turns; ms: median"
+          f" per call; ratios: median over the bursts of paired burst medians")
     t0 = time.perf_counter()
     train_names = [] if args.no_train else [n for n in names if n in TRAIN_MODELS]
     paths = {"infer": {}, "train": {}}
