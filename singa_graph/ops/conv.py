@@ -288,6 +288,13 @@ class Conv2dDirect(Conv2d):
         return 64 // np.dtype(dtype).itemsize
 
     @staticmethod
+    def blocked_shape(w_shape, dtype) -> tuple:
+        """The ``(ceil(O/B), kh, kw, C, B)`` shape that an OIHW ``w_shape`` takes."""
+        b = Conv2dDirect.block(dtype)
+        o, c, kh, kw = w_shape
+        return (-(-o // b), kh, kw, c, b)
+
+    @staticmethod
     def supports(op, w_shape, dtype) -> bool:
         """Whether a Conv2d ``op`` with (OIHW) weight shape ``w_shape`` can run so."""
         return (type(op) is Conv2d and op.groups == 1 and len(w_shape) == 4

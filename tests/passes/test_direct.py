@@ -162,6 +162,7 @@ def test_converted_plan_matches_the_unoptimised_graph_and_follows_the_weights():
     for f in perms:
         src = np.asarray(f.sources[0].data)
         o = src.shape[0]
+        assert f.weight.shape == Conv2dDirect.blocked_shape(src.shape, src.dtype)
         np.testing.assert_array_equal(
             f.weight.data, np.transpose(src.reshape(o // 16, 16, *src.shape[1:]), BLOCKED))
     assert not np.allclose(plan.run([x])[0], y)

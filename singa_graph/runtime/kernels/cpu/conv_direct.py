@@ -281,14 +281,8 @@ def chosen(op, x_shape, w_shape, y_shape, dtype) -> bool:
                 and winograd.tiles(op, x_shape) >= WINOGRAD_TILES)
 
 
-def _blocked_shape(w_shape, dtype):
-    b = Conv2dDirect.block(dtype)
-    o, c, kh, kw = w_shape
-    return (-(-o // b), kh, kw, c, b)
-
-
 def _plain_specs(op, ins, outs):
-    wshape = _blocked_shape(ins[1].shape, outs[0].dtype)
+    wshape = Conv2dDirect.blocked_shape(ins[1].shape, outs[0].dtype)
     parts, specs = _specs(op, ins[0].shape, wshape, outs[0].shape, outs[0].dtype)
     return parts, ((wshape, outs[0].dtype), *specs)
 

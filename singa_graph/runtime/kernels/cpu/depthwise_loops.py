@@ -183,14 +183,20 @@ def _plane(pad, hq, wq, s, kh, kw, dh, dw, w, wo, wt, init, acc_in, relu, dst, d
 
 
 @njit(cache=True, nogil=True, inline="always")
-def part_scratch(ws, t, size, ln):
-    """Part ``t``'s phase planes (``size`` elements, their padding zeroed here and written
-    once: :func:`_fill_phases`) and its wide row of ``ln``."""
+def phase_planes(ws, t, size):
+    """Part ``t``'s phase planes, ``size`` elements, zeroed: :func:`_fill_phases` writes
+    only their inside, so their padding is written here once for all the planes."""
     pad = ws[t, :size]
     zero = pad.dtype.type(0)
     for q in range(size):
         pad[uintp(q)] = zero
-    return pad, ws[t, size:size + ln]
+    return pad
+
+
+@njit(cache=True, nogil=True, inline="always")
+def part_scratch(ws, t, size, ln):
+    """Part ``t``'s phase planes (:func:`phase_planes`) and its wide row of ``ln``."""
+    return phase_planes(ws, t, size), ws[t, size:size + ln]
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -222,7 +228,7 @@ def _correlate_part(src, w, dst, transposed, geo, dims, cg, og, bias, has_bias, 
     total = n_ * cd
     cnt = og if transposed else cg
     taps = kh * kw
-    pad, _ = part_scratch(ws, t, size, 0)
+    pad = phase_planes(ws, t, size)
     zero = pad.dtype.type(0)
     for p in range(t * total // parts, (t + 1) * total // parts):
         n, c = p // cd, p % cd
