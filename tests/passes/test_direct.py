@@ -224,6 +224,37 @@ def test_the_pass_takes_products_by_constant_weights_and_their_bias():
     np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
 
 
+def test_the_pass_takes_gemms_through_a_transposed_copy_of_their_weight():
+    # an exported classifier is Gemm(x, W (N, K), C, transB=1)
+    def build():
+        rng = np.random.default_rng(0)
+
+        def c(*shape):
+            return _t((rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32))
+
+        x = Placeholder((2, 512), dtype=np.float32, name="x")
+        h = ops.gemm(x, c(300, 512), c(300), trans_b=True)       # MatMulDirect+Add, copy
+        h = ops.gemm(h, c(300, 400))                              # MatMulDirect, as it is
+        g = ops.gemm(h, c(256, 400), c(256), alpha=0.5, trans_b=True)  # alpha: stays
+        g = ops.gemm(g, c(300, 256), c(300), beta=2.0, trans_b=True)   # beta: stays
+        return Graph([ops.gemm(g, c(300, 300), c(1, 300))], inputs=[x])  # 2-d C: stays
+
+    plan, plan0 = compile(build()), compile(build(), fuse=False)
+    verify(plan)
+    labels = [n.op.label for n in plan.nodes if n.type in ("Gemm", "MatMulDirect")]
+    assert labels == ["MatMulDirect+Add", "MatMulDirect", "Gemm", "Gemm", "Gemm"], labels
+    perms = [f for f in plan.folds if isinstance(f, Permuted)]
+    assert len(perms) == 1 and perms[0].weight.shape == (512, 300)
+    x = np.random.default_rng(1).standard_normal((2, 512)).astype(np.float32)
+    y, y0 = plan.run([x])[0], plan0.run([x])[0]
+    np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
+    src = perms[0].sources[0]  # new weights through the Tensor API: the plan must see them
+    src.copy_from_numpy(np.asarray(src.data) * 0.5)
+    plan.refresh_folded(0)
+    np.testing.assert_array_equal(perms[0].weight.data, np.asarray(src.data).T)
+    assert not np.allclose(plan.run([x])[0], y)
+
+
 @pytest.mark.parametrize("pads", [(2, 1, 0, 2), (0, 0, 0, 1), (1, 1, 1, 1)])
 def test_padding_writes_its_planes_only(pads):
     # the parts' padded planes sit side by side in the workspace: a write past the last

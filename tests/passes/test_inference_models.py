@@ -66,14 +66,15 @@ def _optimised_and_not(proto, monkeypatch):
     ("shufflenet_v2_x0_5", "Conv2d+ReLU"),
     ("mobilenet_v2", "Conv2d+ReLU6")])
 def test_without_batchnorms_the_optimised_model_is_bit_for_bit(name, fused, monkeypatch):
-    """Bit for bit without the channels-last layout and the direct convs (which sum in
-    another order); with them, within float32 rounding."""
+    """Bit for bit without the channels-last layout and the direct convs and products
+    (which sum in another order); with them, within float32 rounding."""
     proto = _export(name, keep_bn=False, spread=name != "shufflenet_v2_x0_5")
     x = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)
     nhwc_plan, y_nhwc = _plan_and_output(proto, x)
     with monkeypatch.context() as mp:
         mp.setattr(layout, "channels_last", lambda g: 0)
-        mp.setattr(direct, "direct_convs", lambda g: 0)  # another summation order too
+        mp.setattr(direct, "direct_convs", lambda g: 0)  # another summation order too,
+        mp.setattr(direct, "direct_matmuls", lambda g: 0)  # as for the classifier's Gemm
         plan, y, before, after, y0 = _optimised_and_not(proto, monkeypatch)
     np.testing.assert_array_equal(y, y0)
     np.testing.assert_allclose(y_nhwc, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
