@@ -268,16 +268,26 @@ DIRECT_POINTWISE_MAX_PIXELS, DIRECT_POINTWISE_MIN_CHANNELS = 64, 128
 #: weights of more bytes stay with the GEMM kernels: a tile streams the whole weight, and
 #: over few pixels the product waits on memory (512 -> 512 at 2x2: 261 against 302 us)
 DIRECT_MAX_WEIGHT_BYTES = 16 << 20
+#: grouped convs (more than one input channel a group) go direct on planes of at most this
+#: many output pixels. Batch 2, 3x3, 8 channels a group (RegNet's), two threads
+#: (2026-11-28), against im2col and a GEMM a group and sample: 440 channels at 2x2 92 ->
+#: 31 us, stride 2 to 4x4 112 -> 37, 208 at 4x4 59 -> 30, 104 at 8x8 45 -> 38, 48 at 8x8
+#: 24 -> 20; at 16x16 they lose (48 channels 54 -> 65): half their terms are zeros
+DIRECT_GROUPED_MAX_PIXELS = 64
 
 
 class Conv2dDirect(Conv2d):
-    """:class:`Conv2d` on NCHW activations (one group) whose weight is held in blocks of
-    ``B`` output channels, ``(ceil(O/B), kh, kw, C, B)``, ``B`` the values of a 64-byte
-    vector (16 float32, 8 float64), the last block filled up with zeros (``out_channels``
-    is ``O``): its kernel keeps tiles of output pixels by output channels in
-    vector registers and reads a tap's weights for ``B`` output channels as one vector,
-    each block's weights as one contiguous run, with no im2col. Made by
-    :mod:`singa_graph.passes.direct` in CPU inference plans; inference only: no
+    """:class:`Conv2d` on NCHW activations whose weight is held in blocks of ``B`` output
+    channels, ``(ceil(O/B), kh, kw, S, B)``, ``B`` the values of a 64-byte vector (16
+    float32, 8 float64), the last block filled up with zeros (``out_channels`` is ``O``):
+    its kernel keeps tiles of output pixels by output channels in vector registers and
+    reads a tap's weights for ``B`` output channels as one vector, each block's weights as
+    one contiguous run, with no im2col. ``S`` is ``C`` for one group. Grouped convs (of
+    more than one input channel a group: RegNet's, ResNeXt's) read ``S`` =
+    :meth:`group_span` input channels a block, from channel :meth:`group_start` of
+    the block's first output channel on: the ``B`` lanes' groups side by side, each lane's
+    weights zero outside its group, so that one vector of weights still serves a tap.
+    Made by :mod:`singa_graph.passes.direct` in CPU inference plans; inference only: no
     gradient."""
 
     differentiable = False
@@ -288,16 +298,50 @@ class Conv2dDirect(Conv2d):
         return 64 // np.dtype(dtype).itemsize
 
     @staticmethod
-    def blocked_shape(w_shape, dtype) -> tuple:
-        """The ``(ceil(O/B), kh, kw, C, B)`` shape that an OIHW ``w_shape`` takes."""
+    def group_span(o, c, groups, block) -> int:
+        """``S``: the input channels that a block of ``block`` output channels reads, of
+        ``c``, in a conv of ``o`` outputs and ``groups`` groups (the most over the
+        blocks: its groups' channels side by side)."""
+        if groups == 1:
+            return c
+        og, cg = o // groups, c // groups
+        return min(c, max(((min(o, b + block) - 1) // og + 1 - b // og) * cg
+                          for b in range(0, o, block)))
+
+    @staticmethod
+    def group_start(o0, og, cg, c, span) -> int:
+        """The first input channel of the block starting at output channel ``o0``."""
+        return min((o0 // og) * cg, c - span)
+
+    @staticmethod
+    def blocked_shape(w_shape, dtype, groups=1) -> tuple:
+        """The ``(ceil(O/B), kh, kw, S, B)`` shape that an OIHW ``w_shape`` takes."""
         b = Conv2dDirect.block(dtype)
-        o, c, kh, kw = w_shape
-        return (-(-o // b), kh, kw, c, b)
+        o, cg, kh, kw = w_shape
+        return (-(-o // b), kh, kw, Conv2dDirect.group_span(o, cg * groups, groups, b), b)
+
+    @staticmethod
+    def spread_groups(w, groups):
+        """An OIHW grouped weight ``w`` as ``(O, S, kh, kw)``: each output channel's
+        weights at its place among the ``S`` input channels of its block, zero elsewhere
+        (numpy; :meth:`blocked_shape`'s permutation then gives the kernel's layout)."""
+        o, cg = w.shape[0], w.shape[1]
+        c, b = cg * groups, Conv2dDirect.block(w.dtype)
+        span = Conv2dDirect.group_span(o, c, groups, b)
+        out = np.zeros((o, span) + w.shape[2:], w.dtype)
+        og = o // groups
+        for k in range(o):
+            at = (k // og) * cg - Conv2dDirect.group_start(k - k % b, og, cg, c, span)
+            out[k, at:at + cg] = w[k]
+        return out
 
     @staticmethod
     def supports(op, w_shape, dtype) -> bool:
-        """Whether a Conv2d ``op`` with (OIHW) weight shape ``w_shape`` can run so."""
-        return (type(op) is Conv2d and op.groups == 1 and len(w_shape) == 4
+        """Whether a Conv2d ``op`` with (OIHW) weight shape ``w_shape`` can run so: one
+        group, or groups of more than one input channel (depthwise convs have kernels of
+        their own)."""
+        return (type(op) is Conv2d and len(w_shape) == 4
+                and (op.groups == 1 or w_shape[1] > 1)
                 and np.dtype(dtype) in (np.float32, np.float64))
 
     @staticmethod
@@ -308,6 +352,8 @@ class Conv2dDirect(Conv2d):
         pixels = y_shape[2] * y_shape[3]
         if not Conv2dDirect.supports(op, w_shape, dtype):
             return False
+        if op.groups > 1:  # the other kernel runs a GEMM a group and sample: tiny ones
+            return pixels <= DIRECT_GROUPED_MAX_PIXELS
         if c * kh * kw < DIRECT_MIN_TERMS or pixels > DIRECT_MAX_PIXELS:
             return False
         if kh * kw == 1 and (pixels > DIRECT_POINTWISE_MAX_PIXELS
@@ -333,15 +379,18 @@ class Conv2dDirect(Conv2d):
         if len(w.shape) != 5 or w.shape[4] != self.block(w.dtype):
             raise ShapeError(f"Conv2dDirect needs a (O/B, kh, kw, C, B) weight with B = "
                              f"{self.block(w.dtype)} for {np.dtype(w.dtype)}, got {w.shape}")
-        blocks, kh, kw, cg, b = w.shape
-        o = self.out_channels
+        blocks, kh, kw, span, b = w.shape
+        o, g = self.out_channels, self.groups
         if not blocks * b - b < o <= blocks * b:
             raise ShapeError(f"Conv2dDirect's weight {w.shape} does not hold {o} output "
                              "channels")
+        cg = x.shape[1] // g if len(x.shape) == 4 else span
+        if len(x.shape) == 4 and (x.shape[1] % g or o % g
+                                  or span != self.group_span(o, x.shape[1], g, b)):
+            raise ShapeError(f"Conv2dDirect's weight {w.shape} does not fit {g} groups of "
+                             f"input {x.shape}: it reads "
+                             f"{self.group_span(o, x.shape[1], g, b)} channels a block")
         oihw = SimpleNamespace(shape=(o, cg, kh, kw), dtype=w.dtype, name=w.name, ndim=4)
-        if self.groups != 1:
-            raise UnsupportedOpError(f"Conv2dDirect runs convs of one group, not "
-                                     f"groups={self.groups}")
         if np.dtype(x.dtype) not in (np.float32, np.float64):
             raise UnsupportedOpError(f"Conv2dDirect computes float32 and float64, not "
                                      f"{x.dtype}")

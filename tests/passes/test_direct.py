@@ -14,14 +14,21 @@ from singa_graph.ir import Graph, Placeholder
 from singa_graph.ir.tensor import Tensor
 from singa_graph.ops.conv import Conv2dDirect
 from singa_graph.passes import compile, verify
-from singa_graph.passes.direct import BLOCKED, wins
+from singa_graph.passes.direct import BLOCKED, Spread, wins
 from singa_graph.passes.layout import Permuted
 from singa_graph.runtime import threads
 from singa_graph.runtime.registry import bind, workspace_bytes
 
 
-def _reference(x, w, b, stride, pads, dil, res, act):
+def _reference(x, w, b, stride, pads, dil, res, act, groups=1):
     """The conv in float64, written plainly: a sum over taps of shifted inputs."""
+    if groups > 1:
+        og, cg = w.shape[0] // groups, x.shape[1] // groups
+        y = np.concatenate([_reference(x[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og],
+                                       None, stride, pads, dil, None, "")
+                            for g in range(groups)], axis=1)
+        return _reference(x[:, :0], w[:, :0], b, stride, pads, dil, y if res is None
+                          else y + res, act)
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
     pt, pl, pb, pr = pads
@@ -44,14 +51,16 @@ def _reference(x, w, b, stride, pads, dil, res, act):
     return y
 
 
-def _run(x, w, b, stride, pads, dil, res, act, nthreads):
+def _run(x, w, b, stride, pads, dil, res, act, nthreads, groups=1):
     dt = x.dtype
     blk = Conv2dDirect.block(dt)
     o = w.shape[0]
-    filled = np.concatenate([w, np.zeros((-o % blk,) + w.shape[1:], dt)])
-    wb = np.ascontiguousarray(np.transpose(filled.reshape(-1, blk, *w.shape[1:]), BLOCKED))
-    op = Conv2dDirect.of(ops.Conv2d(stride, pads, dil, 1, act=act, residual=res is not None),
-                         o)
+    wide = Conv2dDirect.spread_groups(w, groups) if groups > 1 else w
+    filled = np.concatenate([wide, np.zeros((-o % blk,) + wide.shape[1:], dt)])
+    wb = np.ascontiguousarray(np.transpose(filled.reshape(-1, blk, *wide.shape[1:]), BLOCKED))
+    assert wb.shape == Conv2dDirect.blocked_shape(w.shape, dt, groups)
+    op = Conv2dDirect.of(ops.Conv2d(stride, pads, dil, groups, act=act,
+                                    residual=res is not None), o)
     ins = [x, wb] + ([b] if b is not None else []) + ([res] if res is not None else [])
     (spec,) = op.infer(*[Tensor.symbolic(a.shape, a.dtype) for a in ins])
     y = np.full(spec.shape, np.nan, dt)
@@ -99,6 +108,48 @@ def test_kernel_matches_a_float64_reference_on_any_thread_count(case, dtype):
     np.testing.assert_array_equal(y1, y2)  # one fused multiply-add chain per output
 
 
+GROUPED = [  # n, c, h, w, o, k, stride, pads, groups, bias, residual, act
+    (2, 440, 2, 2, 440, 3, 1, (1, 1, 1, 1), 55, True, False, "relu"),  # RegNet's
+    (2, 104, 8, 8, 104, 3, 2, (1, 1, 1, 1), 13, False, True, ""),      # stride 2
+    (1, 64, 5, 5, 96, 3, 1, (1, 1, 1, 1), 4, True, False, ""),         # 24 outputs a group
+    (3, 72, 7, 6, 48, 3, 1, (1, 0, 2, 1), 3, True, True, "relu"),      # a block a group
+    (2, 32, 6, 6, 64, 1, 1, (0, 0, 0, 0), 16, False, False, ""),        # 1x1, 2 inputs
+    (2, 12, 4, 4, 20, 3, 1, (1, 1, 1, 1), 2, True, False, ""),         # span past C
+]
+
+
+@pytest.mark.parametrize("case", GROUPED)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_grouped_kernel_matches_a_float64_reference(case, dtype):
+    n, c, h, wd, o, k, s, pads, g, has_b, has_res, act = case
+    rng = np.random.default_rng(sum(case[:6]))
+    x = rng.standard_normal((n, c, h, wd)).astype(dtype)
+    w = (rng.standard_normal((o, c // g, k, k)) / np.sqrt(c // g * k * k)).astype(dtype)
+    b = rng.standard_normal(o).astype(dtype) if has_b else None
+    ref = _reference(x, w, b, s, pads, 1, None, "", g)
+    res = rng.standard_normal(ref.shape).astype(dtype) if has_res else None
+    ref = _reference(x, w, b, s, pads, 1, res, act, g)
+    y1 = _run(x, w, b, s, pads, 1, res, act, 1, g)
+    y2 = _run(x, w, b, s, pads, 1, res, act, 2, g)
+    eps = np.finfo(dtype).eps
+    np.testing.assert_allclose(y1, ref, rtol=0, atol=8 * eps * np.sqrt(c * k * k)
+                               * (np.abs(ref).max() + 1))
+    np.testing.assert_array_equal(y1, y2)
+
+
+def test_group_span_covers_every_lane_of_a_block():
+    span, start = Conv2dDirect.group_span, Conv2dDirect.group_start
+    assert span(440, 440, 55, 16) == 16 and span(96, 64, 4, 16) == 32
+    assert span(48, 72, 3, 16) == 24 and span(64, 64, 1, 16) == 64
+    for o, c, g in [(440, 440, 55), (96, 64, 4), (48, 72, 3), (20, 12, 2), (64, 32, 16)]:
+        og, cg = o // g, c // g
+        sp = span(o, c, g, 16)
+        for o0 in range(0, o, 16):
+            c0 = start(o0, og, cg, c, sp)
+            for lane in range(o0, min(o, o0 + 16)):  # its group's inputs inside the span
+                assert c0 <= (lane // og) * cg and (lane // og + 1) * cg <= c0 + sp <= c
+
+
 def test_the_pass_chooses_small_plane_convs_with_larger_kernels():
     conv = ops.Conv2d(1, (1, 1, 1, 1))
     f32 = np.float32
@@ -116,7 +167,10 @@ def test_the_pass_chooses_small_plane_convs_with_larger_kernels():
     assert not wins(point, (2, 64, 8, 8), (128, 64, 1, 1), (2, 128, 8, 8), f32)  # channels
     assert not wins(point, (2, 128, 8, 8), (16, 128, 1, 1), (2, 16, 8, 8), f32)  # outputs
     grouped = ops.Conv2d(1, (1, 1, 1, 1), groups=2)
-    assert not wins(grouped, (2, 128, 8, 8), (32, 64, 3, 3), (2, 32, 8, 8), f32)
+    assert wins(grouped, (2, 128, 8, 8), (32, 64, 3, 3), (2, 32, 8, 8), f32)
+    assert not wins(grouped, (2, 128, 16, 16), (32, 64, 3, 3), (2, 32, 16, 16), f32)
+    depthwise = ops.Conv2d(1, (1, 1, 1, 1), groups=128)  # kernels of its own
+    assert not wins(depthwise, (2, 128, 8, 8), (128, 1, 3, 3), (2, 128, 8, 8), f32)
 
 
 def _t(a):
@@ -166,6 +220,41 @@ def test_converted_plan_matches_the_unoptimised_graph_and_follows_the_weights():
         np.testing.assert_array_equal(
             f.weight.data, np.transpose(src.reshape(o // 16, 16, *src.shape[1:]), BLOCKED))
     assert not np.allclose(plan.run([x])[0], y)
+
+
+def test_grouped_convs_run_direct_on_a_spread_copy_of_their_weight():
+    def build():
+        rng = np.random.default_rng(0)
+
+        def c(*shape):
+            return _t((rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:])))
+                      .astype(np.float32))
+
+        x = Placeholder((2, 48, 8, 8), dtype=np.float32, name="x")
+        y = ops.relu(ops.conv2d(x, c(48, 8, 3, 3), c(48), 1, 1, groups=6))  # direct
+        y = ops.conv2d(y, c(48, 8, 3, 3), None, 2, 1, groups=6)             # direct
+        z = ops.conv2d(x, c(48, 1, 3, 3), None, 1, 1, groups=48)            # depthwise
+        return Graph([y, z], inputs=[x])
+
+    plan, plan0 = compile(build()), compile(build(), fuse=False)
+    verify(plan)
+    labels = [n.op.label for n in plan.nodes if n.type.startswith("Conv2d")]
+    assert sorted(labels) == ["Conv2d", "Conv2dDirect", "Conv2dDirect+ReLU"], labels
+    spread = [f for f in plan.folds if isinstance(f, Spread)]
+    assert len(spread) == 2 and all(f.weight.shape == (3, 3, 3, 16, 16) for f in spread)
+    assert plan.memory_report()["folded_bytes"] >= sum(f.nbytes for f in spread)
+    x = np.random.default_rng(3).standard_normal((2, 48, 8, 8)).astype(np.float32)
+    (y, z), (y0, z0) = plan.run([x]), plan0.run([x])
+    np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
+    np.testing.assert_array_equal(z, z0)
+    # new weights through the Tensor API: the plan must see them. The last conv has no
+    # bias, so its weight negated negates every product and sum, exactly
+    src = next(f for f in spread if f.sources[0].shape == (48, 8, 3, 3)
+               and any(n.inputs[1] is f.weight and n.op.stride == (2, 2) for n in plan.nodes)
+               ).sources[0]
+    src.copy_from_numpy(np.asarray(src.data) * -1)
+    plan.refresh_folded(0)
+    np.testing.assert_array_equal(plan.run([x])[0], -y)
 
 
 # ---------------------------------------------------------------------- products

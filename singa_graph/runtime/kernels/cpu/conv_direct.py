@@ -1,6 +1,6 @@
 """Direct convolutions with register-blocked tiles (``Conv2dDirect``: NCHW activations, the
-weight held in blocks of ``B`` output channels, ``(O/B, kh, kw, C, B)``; made by
-passes/direct.py in CPU inference plans).
+weight held in blocks of ``B`` output channels, ``(O/B, kh, kw, S, B)``, S = C for one
+group; made by passes/direct.py in CPU inference plans).
 
 im2col copies every input value ``kh*kw`` times and then multiplies with a BLAS GEMM that
 packs both operands again; over the small planes of squeezenet, densenet or googlenet at
@@ -49,44 +49,49 @@ T21, T22, T11, T12 = simd.tile(2, 1), simd.tile(2, 2), simd.tile(1, 1), simd.til
 
 
 @njit(inline="always")
-def _tile(rows, vecs, x, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail):
-    """The tile of ``rows`` pixels x ``vecs`` vectors (simd.tile's arguments, ``xo = 0``)."""
+def _tile(rows, vecs, x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail):
+    """The tile of ``rows`` pixels x ``vecs`` vectors (simd.tile's arguments)."""
     if vecs == 2:
         if rows == 8:
-            T82(x, 0, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+            T82(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
         elif rows == 4:
-            T42(x, 0, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+            T42(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
         elif rows == 2:
-            T22(x, 0, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+            T22(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
         else:
-            T12(x, 0, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+            T12(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
     elif rows == 8:
-        T81(x, 0, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+        T81(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
     elif rows == 4:
-        T41(x, 0, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+        T41(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
     elif rows == 2:
-        T21(x, 0, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+        T21(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
     else:
-        T11(x, 0, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+        T11(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
 
 
 @njit(inline="always")
-def columns(x, offs, rows_, w, wstep, wr, wv, e, es, e0, nc, kh, kw, ri, rj, rc, o0, o1, lanes):
+def columns(x, offs, rows_, w, wstep, wr, wv, e, es, e0, nc, kh, kw, ri, rj, rc, o0, o1, lanes,
+            og, cg, cmax):
     """Output columns ``[o0, o1)`` of ``rows_`` rows (pixels), tile by tile: two vectors of
     columns at a time, over every row, so a block's weights are read from memory once and
     then from cache. Column ``o``'s block of weights starts at ``(o // lanes) * wstep``
     (:func:`_tile`'s ``wr``, ``wv`` step inside it); row ``p`` of the output at
-    ``p*es + o - e0``."""
+    ``p*es + o - e0``. Grouped (``og`` outputs and ``cg`` inputs a group, ``og < O``):
+    one vector at a time, each reading its ``nc`` channels from channel
+    ``min((o // og) * cg, cmax)`` on (Conv2dDirect.group_start)."""
     o = o0
+    grouped = og < o1
     while o < o1:
-        vecs = 2 if o1 - o > lanes else 1
+        vecs = 2 if o1 - o > lanes and not grouped else 1
         tail = min(lanes, o1 - o - lanes * (vecs - 1))
+        xo = min((o // og) * cg, cmax) * rc
         p = 0
         while p < rows_:
             left = rows_ - p
             rows = 8 if left >= 8 else (4 if left >= 4 else (2 if left >= 2 else 1))
-            _tile(rows, vecs, x, offs, p, w, (o // lanes) * wstep, wr, wv, e, p * es + o - e0,
-                  es, nc, kh, kw, ri, rj, rc, tail)
+            _tile(rows, vecs, x, xo, offs, p, w, (o // lanes) * wstep, wr, wv, e,
+                  p * es + o - e0, es, nc, kh, kw, ri, rj, rc, tail)
             p += rows
         o += lanes * vecs
 
@@ -134,12 +139,13 @@ def plan_parts(n, o, pixels, nt, lanes, weight_bytes):
 
 
 def _forward(x, w, y3, xp, e, offs, bias, has_bias, res3, has_res, act, alpha, beta, consts,
-             geo, group, parts, blocks, lanes):
+             geo, grp, group, parts, blocks, lanes):
     """``y3 = act(conv(x, w) + bias + res3)`` over ``parts`` parts; ``w`` the flat
     ``(O/lanes, kh, kw, C, lanes)`` weight, ``y3``/``res3`` ``(N, O, ho*wo)``,
     ``xp``/``e``/``offs`` each part's padded planes ``(group*C, hp*wp)``, sums
     ``(group*ho*wo*O)`` and pixel offsets; ``geo`` is
-    ``(kh, kw, sh, sw, pt, pl, dh, dw, hp, wp)``."""
+    ``(kh, kw, sh, sw, pt, pl, dh, dw, hp, wp)``, ``grp`` ``(og, cg, S)``: outputs and
+    inputs a group and the input channels a block reads (Conv2dDirect.group_span)."""
     n_, o_ = x.shape[0], y3.shape[1]
     nv = (o_ + lanes - 1) // lanes
     groups, across = (n_ + group - 1) // group, parts // blocks
@@ -149,18 +155,19 @@ def _forward(x, w, y3, xp, e, offs, bias, has_bias, res3, has_res, act, alpha, b
         for gi in range(g * groups // across, (g + 1) * groups // across):
             n0 = gi * group
             _group(x, w, y3, xp[t], e[t], offs[t], bias, has_bias, res3, has_res, act, alpha,
-                   beta, consts, geo, n0, min(n0 + group, n_), o0, o1, lanes)
+                   beta, consts, geo, grp, n0, min(n0 + group, n_), o0, o1, lanes)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _group(x, w, y3, xt, et, ot, bias, has_bias, res3, has_res, act, alpha, beta, consts,
-           geo, n0, n1, o0, o1, lanes):
+           geo, grp, n0, n1, o0, o1, lanes):
     """Output channels ``[o0, o1)`` of samples ``[n0, n1)``, in one part's scratch."""
     kh, kw, sh, sw, pt, pl, dh, dw, hp, wp = geo
+    og, cg, span = grp
     c_, hw = x.shape[1], y3.shape[2]
     wo = (wp - dw * (kw - 1) - 1) // sw + 1
     cs = hp * wp
-    slab = kh * kw * c_ * lanes  # one block of output channels' weights
+    slab = kh * kw * span * lanes  # one block of output channels' weights
     ob = o1 - o0
     padded = pt > 0 or pl > 0 or hp > x.shape[2] or wp > x.shape[3]
     first = 0
@@ -175,8 +182,8 @@ def _group(x, w, y3, xt, et, ot, bias, has_bias, res3, has_res, act, alpha, beta
     for q in range(pixels):
         s, r = q // hw, q % hw
         ot[q] = first + s * c_ * cs + (r // wo) * sh * wp + (r % wo) * sw
-    columns(flat, ot, pixels, w, slab, lanes, slab, et, ob, o0, c_, kh, kw, dh * wp, dw, cs,
-            o0, o1, lanes)
+    columns(flat, ot, pixels, w, slab, lanes, slab, et, ob, o0, span, kh, kw, dh * wp, dw, cs,
+            o0, o1, lanes, og, cg, c_ - span)
     for n in range(n0, n1):
         base = (n - n0) * hw * ob
         rows_to_planes(et[base:base + hw * ob], y3[n], o0, ob, hw, False)
@@ -232,8 +239,9 @@ def _step(op, ins, w, y, scratch, group, parts, blocks):
     """The tiles' step of a conv with inputs ``ins`` (``x``, weight, bias, residual as
     the op has them) on the blocked weight ``w``, into ``y``."""
     x = ins[0]
-    _, kh, kw, c, _ = w.shape
+    _, kh, kw, c, _ = w.shape  # c: the input channels a block reads
     o = y.shape[1]  # the last block may be filled up with zeros
+    grp = (o // op.groups, x.shape[1] // op.groups, c)
     has_res = bool(op.residual)
     has_bias = len(ins) - has_res == 3
     bias = ins[2] if has_bias else w.reshape(-1)[:0]
@@ -244,8 +252,8 @@ def _step(op, ins, w, y, scratch, group, parts, blocks):
     xp, e, offs = scratch
     fn = _FORWARD[parts > 1 and y.size * c * kh * kw >= PARALLEL_WORK]
     return bound(fn, x, w.reshape(-1), y3, xp, e, offs, bias, has_bias, res3, has_res,
-                 act_code(op), alpha, beta, k, _geometry(op, x.shape, w.shape), group, parts,
-                 blocks, simd.lanes(y.dtype))
+                 act_code(op), alpha, beta, k, _geometry(op, x.shape, w.shape), grp, group,
+                 parts, blocks, simd.lanes(y.dtype))
 
 
 # ------------------------------------------------- plain Conv2d ops (training, eager)
@@ -271,7 +279,8 @@ def chosen(op, x_shape, w_shape, y_shape, dtype) -> bool:
     convs at 64x64 input 64 -> 128 495 -> 286 us, 128 -> 256 608 -> 301, stride 1 128 ->
     128 at 8x8 2641 -> 843; the bench ResNet's (batch 32) 16 -> 32 and 32 -> 64 stride 2
     928 -> 531 and 669 -> 341."""
-    if getattr(op, "algo", "auto") != "auto" or len(x_shape) != 4 or len(w_shape) != 4:
+    if getattr(op, "algo", "auto") != "auto" or len(x_shape) != 4 or len(w_shape) != 4 \
+            or op.groups != 1:  # block_weight does not spread groups (Conv2dDirect's do)
         return False
     if y_shape[0] * y_shape[2] * y_shape[3] < WEIGHT_REUSE:
         return False

@@ -55,7 +55,7 @@ def product(x, w, y, offs, bias, has_bias, res, has_res, act, alpha, beta, const
         for b0 in range(r0, r1, ROWS_BLOCK):
             b1 = min(b0 + ROWS_BLOCK, r1)
             columns(xf, offs[b0:], b1 - b0, w, lanes, n_, lanes, yf[b0 * n_:], n_, 0, k_, 1,
-                    1, 0, 0, 1, o0, o1, lanes)
+                    1, 0, 0, 1, o0, o1, lanes, n_, 0, 0)
             if by_rows:  # whole rows: contiguous, so the epilogue's loops vectorise
                 rows_epilogue(y[b0:b1], bias, has_bias, res[b0:b1], has_res, act, alpha,
                               beta, consts)
