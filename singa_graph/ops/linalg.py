@@ -1,6 +1,8 @@
 """Matrix products: MatMul (batched, optional transposes), AddBias and ONNX's Gemm."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import ShapeError
 from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
@@ -55,25 +57,42 @@ class MatMul(Operation):
 
 class MatMulDirect(Operation):
     """``x @ W (+ bias)`` for a constant 2-d ``W`` (``K x N``), computed by tiles of rows by
-    output columns held in vector registers, reading ``W`` where it is. Made by
-    :mod:`singa_graph.passes.direct` in CPU inference plans (from a MatMul by a constant
-    and the Add of a constant bias after it); inference only: no gradient."""
+    output columns held in vector registers. ``W`` is read where it is, ``(K, N)``, or,
+    with ``columns`` (``N``), from a copy in blocks of ``B`` columns, ``(ceil(N/B), K,
+    B)``, ``B`` the values of a 64-byte vector, the last block filled up with zeros: each
+    tile then streams one contiguous run. Made by :mod:`singa_graph.passes.direct` in CPU
+    inference plans (from a MatMul by a constant and the Add of a constant bias after it,
+    or a Gemm); inference only: no gradient."""
 
     differentiable = False
 
-    def __init__(self, bias=False):
+    def __init__(self, bias=False, columns=None):
         self.bias = bool(bias)
+        self.columns = None if columns is None else int(columns)
+
+    @staticmethod
+    def block(dtype) -> int:
+        """``B`` for weights of ``dtype``."""
+        return 64 // np.dtype(dtype).itemsize
 
     @property
     def label(self) -> str:
         return "MatMulDirect+Add" if self.bias else "MatMulDirect"
 
     def infer(self, x, w, *bias):
-        if x.ndim < 2 or w.ndim != 2 or len(bias) != self.bias or x.shape[-1] != w.shape[0]:
-            raise ShapeError(f"MatMulDirect takes x (..., K), a (K, N) weight"
+        blocked = self.columns is not None
+        k = w.shape[1] if blocked and w.ndim == 3 else w.shape[0]
+        if (x.ndim < 2 or w.ndim != 2 + blocked or len(bias) != self.bias
+                or x.shape[-1] != k):
+            raise ShapeError(f"MatMulDirect takes x (..., K), a "
+                             f"{'(N/B, K, B)' if blocked else '(K, N)'} weight"
                              f"{' and a bias' if self.bias else ''}, got {x.shape}, {w.shape}"
                              f" and {len(bias)} more")
-        n = w.shape[1]
+        n = self.columns if blocked else w.shape[1]
+        if blocked and (w.shape[2] != self.block(w.dtype)
+                        or not w.shape[0] * w.shape[2] - w.shape[2] < n <= w.shape[0] * w.shape[2]):
+            raise ShapeError(f"MatMulDirect's blocked weight {w.shape} does not hold {n} "
+                             f"columns in blocks of {self.block(w.dtype)}")
         if bias and bias[0].shape != (n,):
             raise ShapeError(f"bias {bias[0].shape} does not match {n} columns")
         need_float(x, w)

@@ -122,12 +122,14 @@ def direct_matmuls(graph) -> int:
     least :data:`MIN_WEIGHT_VALUES` values) over at most :data:`MAX_ROWS` rows
     MatMulDirect (in place; returns how many): MatMuls, with the Add of a constant bias
     that is their output's only reader, and Gemms with their ``C``. A Gemm's ``(N, K)``
-    weight (``transB=1``) is read through a plan-owned ``(K, N)`` copy. Measured on the
-    2-core Intel Xeon (2026-11-28), batch 2, weight in the last-level cache, against the
-    Gemm kernel's dot products by weight rows: 1280 -> 1000 (mobilenet_v2's classifier)
-    173-187 against 208-232 us, 512 -> 1000 (resnet18's) 55 against 140."""
+    weight (``transB=1``) is read through a plan-owned copy in blocks of columns,
+    ``(N/B, K, B)``, each tile's weights one contiguous run; a MatMul's is read in place.
+    Measured on the 2-core Intel Xeon (2026-11-28), batch 2, weight in the last-level
+    cache, against the Gemm kernel's dot products by weight rows: 1280 -> 1000
+    (mobilenet_v2's classifier) 173-187 against 208-232 us through a ``(K, N)`` copy,
+    512 -> 1000 (resnet18's) 55 against 140."""
     uses = _Uses(graph)
-    transposed = PermutedWeights(graph, (1, 0))
+    blocked = {}  # dtype -> PermutedWeights
     drop, replace = set(), {}
     for n in graph.nodes:
         product = _product(n)
@@ -153,8 +155,16 @@ def direct_matmuls(graph) -> int:
                 ins.append(other[0])
                 out = add.outputs[0]
                 drop.add(add.id)
-        ins.insert(1, transposed(w) if trans_w else w)
-        replace[n.id] = _node_like(n, n, MatMulDirect(bias=len(ins) == 3), ins, [out])
+        if trans_w:
+            dt = np.dtype(w.dtype)
+            if dt not in blocked:  # (N, K) -> (N/B, B, K) -> (N/B, K, B)
+                blocked[dt] = PermutedWeights(graph, (0, 2, 1), MatMulDirect.block(dt))
+            ins.insert(1, blocked[dt](w))
+        else:
+            ins.insert(1, w)
+        op = MatMulDirect(bias=len(ins) == 3, columns=cols if trans_w else None)
+        replace[n.id] = _node_like(n, n, op, ins, [out])
     graph.nodes = [replace.get(n.id, n) for n in graph.nodes if n.id not in drop]
-    transposed.commit()
+    for made in blocked.values():
+        made.commit()
     return len(replace)

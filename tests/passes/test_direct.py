@@ -261,16 +261,22 @@ def test_grouped_convs_run_direct_on_a_spread_copy_of_their_weight():
 @pytest.mark.parametrize("m, k, n, has_bias", [(8, 300, 768, True), (2, 64, 40, False),
                                                (13, 17, 8, True), (35, 128, 1000, True)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("blocked", [False, True])
 def test_matmul_kernel_matches_a_float64_reference_on_any_thread_count(m, k, n, has_bias,
-                                                                       dtype):
+                                                                       dtype, blocked):
     from singa_graph.ops.linalg import MatMulDirect
 
     rng = np.random.default_rng(m + k + n)
     x = rng.standard_normal((m, k)).astype(dtype)
     w = rng.standard_normal((k, n)).astype(dtype)
     b = rng.standard_normal(n).astype(dtype)
-    op = MatMulDirect(bias=has_bias)
-    ins = [x.reshape(1, m, k), w] + ([b] if has_bias else [])
+    op = MatMulDirect(bias=has_bias, columns=n if blocked else None)
+    wk = w
+    if blocked:  # (N/B, K, B), the last block filled up with zeros
+        blk = MatMulDirect.block(dtype)
+        filled = np.concatenate([w, np.zeros((k, -n % blk), dtype)], axis=1)
+        wk = np.ascontiguousarray(filled.reshape(k, -1, blk).transpose(1, 0, 2))
+    ins = [x.reshape(1, m, k), wk] + ([b] if has_bias else [])
     outs = []
     for nt in (1, 2):
         y = np.full((1, m, n), np.nan, dtype)
@@ -333,14 +339,16 @@ def test_the_pass_takes_gemms_through_a_transposed_copy_of_their_weight():
     labels = [n.op.label for n in plan.nodes if n.type in ("Gemm", "MatMulDirect")]
     assert labels == ["MatMulDirect+Add", "MatMulDirect", "Gemm", "Gemm", "Gemm"], labels
     perms = [f for f in plan.folds if isinstance(f, Permuted)]
-    assert len(perms) == 1 and perms[0].weight.shape == (512, 300)
+    assert len(perms) == 1 and perms[0].weight.shape == (19, 512, 16)  # 300 in blocks
     x = np.random.default_rng(1).standard_normal((2, 512)).astype(np.float32)
     y, y0 = plan.run([x])[0], plan0.run([x])[0]
     np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
     src = perms[0].sources[0]  # new weights through the Tensor API: the plan must see them
     src.copy_from_numpy(np.asarray(src.data) * 0.5)
     plan.refresh_folded(0)
-    np.testing.assert_array_equal(perms[0].weight.data, np.asarray(src.data).T)
+    filled = np.concatenate([np.asarray(src.data), np.zeros((4, 512), np.float32)])
+    np.testing.assert_array_equal(perms[0].weight.data,
+                                  filled.reshape(19, 16, 512).transpose(0, 2, 1))
     assert not np.allclose(plan.run([x])[0], y)
 
 

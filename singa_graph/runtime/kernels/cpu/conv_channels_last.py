@@ -214,7 +214,7 @@ def conv2d_nhwc(op, ins, outs, ws):
         lanes = simd.lanes(y.dtype)
         parts, by_rows = matmul_direct.split(rows, o, lanes, nt, w.nbytes)
         return bound(matmul_direct.PRODUCT[par and parts > 1], x2, w.reshape(-1), y2, offs,
-                     *epi, parts, by_rows, lanes)
+                     *epi, parts, by_rows, lanes, False)
     parts = max(1, min(nt, -(-rows // 16)))
     return bound(_GEMM[par], x2, w.reshape(c, o), y2, *epi, parts, _rows_block(c, o),
                  blas.HANDLE)

@@ -11,7 +11,8 @@ by 8 rows at a time, reading ``W`` where it is: 18.9 M multiply-adds took 167-17
 two threads whatever the shape, 8x3072x768 (671 us before) as 512x384x96, about the
 cores' peak. A copy of ``W`` in blocks of columns read it faster from memory (8x768x3072
 with the weight out of cache: 236 against 433 us) but would double the plan's weight
-bytes. The output rows are written in place (they are already ``(rows, columns)``), then
+bytes, so only a weight that is copied anyway is held so (a Gemm's ``(N, K)`` classifier
+weight, passes/direct.py). The output rows are written in place (they are already ``(rows, columns)``), then
 the epilogue (a bias: the same two roundings as a MatMul followed by an Add) runs on the
 part's block while it is in cache.
 
@@ -33,9 +34,10 @@ ROWS_BLOCK = 256
 
 
 def product(x, w, y, offs, bias, has_bias, res, has_res, act, alpha, beta, consts, parts,
-            by_rows, lanes):
+            by_rows, lanes, blocked=False):
     """``y = act(x @ W + bias + res)`` (the conv epilogue's steps, rows_epilogue) on the 2-d
-    ``x`` (M, K), ``y`` and ``res`` (M, N), ``w`` the flat ``(K, N)`` weight read in place;
+    ``x`` (M, K), ``y`` and ``res`` (M, N), ``w`` the flat ``(K, N)`` weight read in place
+    (or, ``blocked``, ``(ceil(N/lanes), K, lanes)``: MatMulDirect's copy in blocks);
     ``offs`` is M row offsets of scratch. Part ``t`` takes a range of rows (``by_rows``, for
     many rows) or of column vectors; a part's rows go in blocks of :data:`ROWS_BLOCK`, each
     finished while it is in cache."""
@@ -43,6 +45,8 @@ def product(x, w, y, offs, bias, has_bias, res, has_res, act, alpha, beta, const
     n_ = y.shape[1]
     nv = (n_ + lanes - 1) // lanes
     xf, yf = x.reshape(-1), y.reshape(-1)
+    # where a vector of columns starts, and the steps to the next row and vector
+    wstep, wrow, wvec = (k_ * lanes, lanes, k_ * lanes) if blocked else (lanes, n_, lanes)
     for q in range(m_):
         offs[q] = q * k_
     for t in prange(parts):
@@ -54,8 +58,8 @@ def product(x, w, y, offs, bias, has_bias, res, has_res, act, alpha, beta, const
             o1 = min(n_, lanes * ((t + 1) * nv // parts))
         for b0 in range(r0, r1, ROWS_BLOCK):
             b1 = min(b0 + ROWS_BLOCK, r1)
-            columns(xf, offs[b0:], b1 - b0, w, lanes, n_, lanes, yf[b0 * n_:], n_, 0, k_, 1,
-                    1, 0, 0, 1, o0, o1, lanes, n_, 0, 0)
+            columns(xf, offs[b0:], b1 - b0, w, wstep, wrow, wvec, yf[b0 * n_:], n_, 0, k_,
+                    1, 1, 0, 0, 1, o0, o1, lanes, n_, 0, 0)
             if by_rows:  # whole rows: contiguous, so the epilogue's loops vectorise
                 rows_epilogue(y[b0:b1], bias, has_bias, res[b0:b1], has_res, act, alpha,
                               beta, consts)
@@ -82,15 +86,19 @@ def split(m, n, lanes, nt, weight_bytes) -> tuple:
 
 
 def _workspace(op, ins, outs):
-    return carved_bytes(((outs[0].size // ins[1].shape[1],), "int64"))
+    return carved_bytes(((outs[0].size // outs[0].shape[-1],), "int64"))
 
 
 @kernel("MatMulDirect", workspace=_workspace)
 def matmul_direct(op, ins, outs, ws):
-    x, w = ins[0], ins[1]  # w: (K, N)
+    x, w = ins[0], ins[1]  # w: (K, N), or (N/B, K, B) with op.columns
     (y,) = outs
-    k, n = w.shape
+    blocked = op.columns is not None
+    k, n = (w.shape[1], op.columns) if blocked else w.shape
     lanes = simd.lanes(y.dtype)
+    if blocked and w.shape[2] != lanes:
+        raise ValueError(f"MatMulDirect's kernel reads blocks of {lanes} columns, not "
+                         f"{w.shape[2]}")
     x2, y2 = x.reshape(-1, k), y.reshape(-1, n)
     bias = ins[2] if op.bias else w.reshape(-1)[:0]
     (offs,) = carve(ws, ((x2.shape[0],), "int64"))
@@ -98,4 +106,4 @@ def matmul_direct(op, ins, outs, ws):
     fn = PRODUCT[parts > 1 and y.size * k >= PARALLEL_WORK]
     alpha, beta, consts = act_args(op, y.dtype)
     return bound(fn, x2, w.reshape(-1), y2, offs, bias, op.bias, y2, False, 0, alpha, beta,
-                 consts, parts, by_rows, lanes)
+                 consts, parts, by_rows, lanes, blocked)
