@@ -96,6 +96,12 @@ MAX_ROWS = 4096
 #: weights of fewer values keep the MatMul kernel: over short rows the tiles' fixed costs
 #: show (the small ViT's 130 x 64 x 128 with its bias: 15 against 20 us)
 MIN_WEIGHT_VALUES = 1 << 16
+#: a MatMul over at most this many rows by a weight of at least this many bytes streams the
+#: weight from memory, and reads it from a plan-owned copy in blocks of columns (one more
+#: copy of the weight in the plan's folded bytes): in place, ``(K, N)``, each tile read 128
+#: bytes from every row, a new page each, and ConvNeXt's last stage (8 rows by 768 x 3072,
+#: 9.4 MB) took 1.2 ms in the model
+STREAM_ROWS, STREAM_WEIGHT_BYTES = 64, 1 << 20
 
 
 def _product(n):
@@ -130,6 +136,7 @@ def direct_matmuls(graph) -> int:
     512 -> 1000 (resnet18's) 55 against 140."""
     uses = _Uses(graph)
     blocked = {}  # dtype -> PermutedWeights
+    columns = {}  # id(w) -> ColumnBlocks, MatMul weights streamed over few rows
     drop, replace = set(), {}
     for n in graph.nodes:
         product = _product(n)
@@ -155,16 +162,35 @@ def direct_matmuls(graph) -> int:
                 ins.append(other[0])
                 out = add.outputs[0]
                 drop.add(add.id)
+        streamed = (int(np.prod(x.shape[:-1])) <= STREAM_ROWS
+                    and w.size * w.dtype.itemsize >= STREAM_WEIGHT_BYTES)
         if trans_w:
             dt = np.dtype(w.dtype)
             if dt not in blocked:  # (N, K) -> (N/B, B, K) -> (N/B, K, B)
                 blocked[dt] = PermutedWeights(graph, (0, 2, 1), MatMulDirect.block(dt))
             ins.insert(1, blocked[dt](w))
+        elif streamed:
+            if id(w) not in columns:
+                columns[id(w)] = ColumnBlocks(w)
+            ins.insert(1, columns[id(w)].weight)
         else:
             ins.insert(1, w)
-        op = MatMulDirect(bias=len(ins) == 3, columns=cols if trans_w else None)
+        op = MatMulDirect(bias=len(ins) == 3,
+                          columns=cols if trans_w or streamed else None)
         replace[n.id] = _node_like(n, n, op, ins, [out])
     graph.nodes = [replace.get(n.id, n) for n in graph.nodes if n.id not in drop]
     for made in blocked.values():
         made.commit()
+    graph.__dict__.setdefault("folds", []).extend(columns.values())
     return len(replace)
+
+
+class ColumnBlocks(Permuted):
+    """A plan-owned copy of a MatMul's ``(K, N)`` weight in blocks of ``B`` columns,
+    ``(ceil(N/B), K, B)`` (MatMulDirect's blocked layout)."""
+
+    def __init__(self, source):
+        super().__init__(source, (0, 2, 1), MatMulDirect.block(source.dtype))
+
+    def _values(self):
+        return (self.sources[0].host_data().T,)

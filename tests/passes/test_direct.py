@@ -14,7 +14,7 @@ from singa_graph.ir import Graph, Placeholder
 from singa_graph.ir.tensor import Tensor
 from singa_graph.ops.conv import Conv2dDirect
 from singa_graph.passes import compile, verify
-from singa_graph.passes.direct import BLOCKED, Spread, wins
+from singa_graph.passes.direct import BLOCKED, ColumnBlocks, Spread, wins
 from singa_graph.passes.layout import Permuted
 from singa_graph.runtime import threads
 from singa_graph.runtime.registry import bind, workspace_bytes
@@ -349,6 +349,33 @@ def test_the_pass_takes_gemms_through_a_transposed_copy_of_their_weight():
     filled = np.concatenate([np.asarray(src.data), np.zeros((4, 512), np.float32)])
     np.testing.assert_array_equal(perms[0].weight.data,
                                   filled.reshape(19, 16, 512).transpose(0, 2, 1))
+    assert not np.allclose(plan.run([x])[0], y)
+
+
+def test_weights_streamed_over_few_rows_are_read_from_column_blocks():
+    def build(rows):
+        rng = np.random.default_rng(0)
+        w = _t((rng.standard_normal((1024, 300)) / 32).astype(np.float32))  # 1.2 MB
+        x = Placeholder((2, rows, 1024), dtype=np.float32, name="x")
+        return Graph([ops.relu(ops.add(ops.matmul(x, w), _t(np.ones(300, np.float32))))],
+                     inputs=[x])
+
+    many = compile(build(64))  # 128 rows: the weight is read in place
+    assert not [f for f in many.folds if isinstance(f, ColumnBlocks)]
+    plan, plan0 = compile(build(4)), compile(build(4), fuse=False)
+    verify(plan)
+    made = [f for f in plan.folds if isinstance(f, ColumnBlocks)]
+    assert len(made) == 1 and made[0].weight.shape == (19, 1024, 16)
+    assert [n.op.columns for n in plan.nodes if n.type == "MatMulDirect"] == [300]
+    x = np.random.default_rng(1).standard_normal((2, 4, 1024)).astype(np.float32)
+    y, y0 = plan.run([x])[0], plan0.run([x])[0]
+    np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
+    src = made[0].sources[0]  # new weights through the Tensor API: the plan must see them
+    src.copy_from_numpy(np.asarray(src.data) * 0.5)
+    plan.refresh_folded(0)
+    filled = np.concatenate([np.asarray(src.data).T, np.zeros((4, 1024), np.float32)])
+    np.testing.assert_array_equal(made[0].weight.data,
+                                  filled.reshape(19, 16, 1024).transpose(0, 2, 1))
     assert not np.allclose(plan.run([x])[0], y)
 
 
