@@ -74,67 +74,44 @@ def _run(x, w, b, stride, pads, dil, res, act, nthreads, groups=1):
     return y
 
 
-CASES = [  # n, c, h, w, o, k, stride, pads, dilation, bias, residual, act
-    (2, 128, 8, 8, 32, 3, 1, (1, 1, 1, 1), 1, True, False, ""),       # densenet's
-    (2, 64, 3, 3, 256, 3, 1, (1, 1, 1, 1), 1, True, False, "relu"),   # squeezenet's
-    (3, 16, 7, 5, 48, 3, 1, (1, 1, 1, 1), 1, False, True, "relu"),    # odd batch, plane
-    (1, 24, 9, 9, 64, 5, 2, (2, 1, 0, 2), 1, True, False, ""),        # asymmetric pads
-    (2, 8, 10, 10, 16, 3, 1, (2, 2, 2, 2), 2, True, True, "relu"),    # dilation
-    (2, 3, 20, 20, 32, 7, 2, (3, 3, 3, 3), 1, True, False, "relu"),   # a stem
-    (4, 32, 2, 2, 96, 3, 1, (1, 1, 1, 1), 1, False, False, ""),       # 2x2 planes
-    (2, 40, 4, 4, 1040, 3, 1, (1, 1, 1, 1), 1, True, False, ""),      # many blocks
-    (1, 16, 1, 1, 16, 1, 1, (0, 0, 0, 0), 1, False, False, ""),       # one pixel
-    (2, 64, 3, 3, 1000, 1, 1, (0, 0, 0, 0), 1, True, False, "relu"),  # 1x1, last block
-    (3, 20, 5, 6, 40, 3, 1, (1, 0, 1, 2), 1, True, True, ""),         # 8 of 16 filled
+CASES = [  # n, c, h, w, o, k, stride, pads, dilation, groups, bias, residual, act
+    (2, 128, 8, 8, 32, 3, 1, (1, 1, 1, 1), 1, 1, True, False, ""),      # densenet's
+    (2, 64, 3, 3, 256, 3, 1, (1, 1, 1, 1), 1, 1, True, False, "relu"),  # squeezenet's
+    (3, 16, 7, 5, 48, 3, 1, (1, 1, 1, 1), 1, 1, False, True, "relu"),   # odd batch, plane
+    (1, 24, 9, 9, 64, 5, 2, (2, 1, 0, 2), 1, 1, True, False, ""),       # asymmetric pads
+    (2, 8, 10, 10, 16, 3, 1, (2, 2, 2, 2), 2, 1, True, True, "relu"),   # dilation
+    (2, 3, 20, 20, 32, 7, 2, (3, 3, 3, 3), 1, 1, True, False, "relu"),  # a stem
+    (4, 32, 2, 2, 96, 3, 1, (1, 1, 1, 1), 1, 1, False, False, ""),      # 2x2 planes
+    (2, 40, 4, 4, 1040, 3, 1, (1, 1, 1, 1), 1, 1, True, False, ""),     # many blocks
+    (1, 16, 1, 1, 16, 1, 1, (0, 0, 0, 0), 1, 1, False, False, ""),      # one pixel
+    (2, 64, 3, 3, 1000, 1, 1, (0, 0, 0, 0), 1, 1, True, False, "relu"), # 1x1, last block
+    (3, 20, 5, 6, 40, 3, 1, (1, 0, 1, 2), 1, 1, True, True, ""),        # 8 of 16 filled
+    (2, 440, 2, 2, 440, 3, 1, (1, 1, 1, 1), 1, 55, True, False, "relu"),# RegNet's
+    (2, 104, 8, 8, 104, 3, 2, (1, 1, 1, 1), 1, 13, False, True, ""),    # stride 2
+    (1, 64, 5, 5, 96, 3, 1, (1, 1, 1, 1), 1, 4, True, False, ""),       # 24 outputs a group
+    (3, 72, 7, 6, 48, 3, 1, (1, 0, 2, 1), 1, 3, True, True, "relu"),    # a block a group
+    (2, 32, 6, 6, 64, 1, 1, (0, 0, 0, 0), 1, 16, False, False, ""),     # 1x1, 2 inputs
+    (2, 12, 4, 4, 20, 3, 1, (1, 1, 1, 1), 1, 2, True, False, ""),       # span past C
 ]
 
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_kernel_matches_a_float64_reference_on_any_thread_count(case, dtype):
-    n, c, h, wd, o, k, s, pads, dil, has_b, has_res, act = case
-    rng = np.random.default_rng(sum(case[:6]))
-    x = rng.standard_normal((n, c, h, wd)).astype(dtype)
-    w = (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype(dtype)
-    b = rng.standard_normal(o).astype(dtype) if has_b else None
-    ref = _reference(x, w, b, s, pads, dil, None, "")
-    res = rng.standard_normal(ref.shape).astype(dtype) if has_res else None
-    ref = _reference(x, w, b, s, pads, dil, res, act)
-    y1 = _run(x, w, b, s, pads, dil, res, act, 1)
-    y2 = _run(x, w, b, s, pads, dil, res, act, 2)
-    eps = np.finfo(dtype).eps
-    np.testing.assert_allclose(y1, ref, rtol=0, atol=8 * eps * np.sqrt(c * k * k)
-                               * (np.abs(ref).max() + 1))
-    np.testing.assert_array_equal(y1, y2)  # one fused multiply-add chain per output
-
-
-GROUPED = [  # n, c, h, w, o, k, stride, pads, groups, bias, residual, act
-    (2, 440, 2, 2, 440, 3, 1, (1, 1, 1, 1), 55, True, False, "relu"),  # RegNet's
-    (2, 104, 8, 8, 104, 3, 2, (1, 1, 1, 1), 13, False, True, ""),      # stride 2
-    (1, 64, 5, 5, 96, 3, 1, (1, 1, 1, 1), 4, True, False, ""),         # 24 outputs a group
-    (3, 72, 7, 6, 48, 3, 1, (1, 0, 2, 1), 3, True, True, "relu"),      # a block a group
-    (2, 32, 6, 6, 64, 1, 1, (0, 0, 0, 0), 16, False, False, ""),        # 1x1, 2 inputs
-    (2, 12, 4, 4, 20, 3, 1, (1, 1, 1, 1), 2, True, False, ""),         # span past C
-]
-
-
-@pytest.mark.parametrize("case", GROUPED)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_grouped_kernel_matches_a_float64_reference(case, dtype):
-    n, c, h, wd, o, k, s, pads, g, has_b, has_res, act = case
+    n, c, h, wd, o, k, s, pads, dil, g, has_b, has_res, act = case
     rng = np.random.default_rng(sum(case[:6]))
     x = rng.standard_normal((n, c, h, wd)).astype(dtype)
     w = (rng.standard_normal((o, c // g, k, k)) / np.sqrt(c // g * k * k)).astype(dtype)
     b = rng.standard_normal(o).astype(dtype) if has_b else None
-    ref = _reference(x, w, b, s, pads, 1, None, "", g)
+    ref = _reference(x, w, b, s, pads, dil, None, "", g)
     res = rng.standard_normal(ref.shape).astype(dtype) if has_res else None
-    ref = _reference(x, w, b, s, pads, 1, res, act, g)
-    y1 = _run(x, w, b, s, pads, 1, res, act, 1, g)
-    y2 = _run(x, w, b, s, pads, 1, res, act, 2, g)
+    ref = _reference(x, w, b, s, pads, dil, res, act, g)
+    y1 = _run(x, w, b, s, pads, dil, res, act, 1, g)
+    y2 = _run(x, w, b, s, pads, dil, res, act, 2, g)
     eps = np.finfo(dtype).eps
     np.testing.assert_allclose(y1, ref, rtol=0, atol=8 * eps * np.sqrt(c * k * k)
                                * (np.abs(ref).max() + 1))
-    np.testing.assert_array_equal(y1, y2)
+    np.testing.assert_array_equal(y1, y2)  # one fused multiply-add chain per output
 
 
 def test_group_span_covers_every_lane_of_a_block():
