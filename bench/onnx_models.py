@@ -291,7 +291,7 @@ def main(argv=None):
     print(f"{time.strftime('%Y-%m-%d')}; python {sys.version.split()[0]}, numpy "
           f"{np.__version__}, numba {numba.__version__}, onnxruntime {onnxruntime.__version__},"
           f" torch {torch.__version__}, torchvision {tv.__version__}; {os.cpu_count()} cpus, "
-          f"{args.threads} threads per framework; batch {BATCH}; {args.rounds} rounds of a "
+          f"{args.threads} threads per framework; batch {BATCH}; {args.rounds} round(s) of a "
           f"process per framework, each timed in {args.bursts} bursts taking turns; ms: median"
           f" per call; ratios: median over the bursts of paired burst medians")
     t0 = time.perf_counter()
