@@ -271,7 +271,8 @@ def main(argv=None):
     ap.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        alternate.serve(*worker(args)[::-1])
+        ready, fn = worker(args)
+        alternate.serve(fn, ready)
         return
     if args.quick:
         args.rounds, args.bursts, args.steps, args.train_steps, args.warmup = 1, 2, 3, 1, 1

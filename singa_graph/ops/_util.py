@@ -7,6 +7,12 @@ from ..errors import DTypeError, ShapeError
 from ..ir.dtypes import NARROW_FLOATS, is_float
 
 
+def vector_block(dtype) -> int:
+    """Values of ``dtype`` in a 64-byte vector: the block of output channels or columns in
+    which the CPU register tiles' weights are held (Conv2dDirect, MatMulDirect)."""
+    return 64 // np.dtype(dtype).itemsize
+
+
 def broadcast_shape(a: tuple, b: tuple) -> tuple:
     """numpy's broadcasting rule, raising ShapeError that names both shapes."""
     try:

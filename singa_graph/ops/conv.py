@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
-from ._util import need_float, same_dtype
+from ._util import need_float, same_dtype, vector_block
 
 __all__ = ["Conv2d", "Conv2dNHWC", "pointwise_nhwc", "Conv2dGradInput", "Conv2dGradWeight",
            "conv2d"]
@@ -295,7 +295,7 @@ class Conv2dDirect(Conv2d):
     @staticmethod
     def block(dtype) -> int:
         """``B`` for weights of ``dtype``."""
-        return 64 // np.dtype(dtype).itemsize
+        return vector_block(dtype)
 
     @staticmethod
     def group_span(o, c, groups, block) -> int:

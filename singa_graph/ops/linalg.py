@@ -1,12 +1,10 @@
 """Matrix products: MatMul (batched, optional transposes), AddBias and ONNX's Gemm."""
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import ShapeError
 from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
-from ._util import broadcast_shape, need_float, same_dtype
+from ._util import broadcast_shape, need_float, same_dtype, vector_block
 
 __all__ = ["MatMul", "AddBias", "Gemm", "matmul", "add_bias", "gemm"]  # MatMulDirect: passes
 
@@ -73,7 +71,7 @@ class MatMulDirect(Operation):
     @staticmethod
     def block(dtype) -> int:
         """``B`` for weights of ``dtype``."""
-        return 64 // np.dtype(dtype).itemsize
+        return vector_block(dtype)
 
     @property
     def label(self) -> str:

@@ -19,9 +19,10 @@ for any change of kernel; tests/passes/test_direct.py bounds the difference.
 
 Which convs (:meth:`Conv2dDirect.wins <singa_graph.ops.conv.Conv2dDirect.wins>`, which the
 Conv2d kernel of training and eager runs asks too): measured at batch 2 on two threads
-(2026-11-27), against the kernel that runs them otherwise, e.g. densenet121's 128 -> 32 3x3 convs at 2x2, 4x4 and
-8x8 19 -> 7.5, 30 -> 17 and 82 -> 55 us, squeezenet's 64 -> 256 at 3x3 48 -> 37,
-ResNet-18's 128 -> 256 stride 2 147 -> 100, a 7x7 stride-2 stem 298 -> 227.
+(2026-11-27), against the kernel that runs them otherwise, e.g. densenet121's 128 -> 32
+3x3 convs at 2x2, 4x4 and 8x8 19 -> 7.5, 30 -> 17 and 82 -> 55 us, squeezenet's 64 -> 256
+at 3x3 48 -> 37, ResNet-18's 128 -> 256 stride 2 147 -> 100, a 7x7 stride-2 stem 298 ->
+227.
 """
 from __future__ import annotations
 
@@ -44,8 +45,7 @@ wins = Conv2dDirect.wins
 def direct_convs(graph) -> int:
     """Make the Conv2d nodes of the inference graph ``graph`` that :func:`wins` chooses
     Conv2dDirect (in place); returns how many."""
-    weights = {}  # dtype -> PermutedWeights
-    spread = {}  # id(w) -> Spread, grouped convs' weights
+    weights = {}  # dtype, or groups for grouped convs -> PermutedWeights
     done = 0
     for k, n in enumerate(graph.nodes):
         if type(n.op) is not Conv2d or len(n.inputs) < 2:
@@ -56,20 +56,16 @@ def direct_convs(graph) -> int:
             continue
         op = Conv2dDirect.of(n.op, w.shape[0])
         ins = list(n.inputs)
-        dt = np.dtype(w.dtype)
-        if n.op.groups > 1:
-            if id(w) not in spread:
-                spread[id(w)] = Spread(w, n.op.groups)
-            ins[1] = spread[id(w)].weight
-        else:
-            if dt not in weights:
-                weights[dt] = PermutedWeights(graph, BLOCKED, Conv2dDirect.block(dt))
-            ins[1] = weights[dt](w)
+        g, dt = n.op.groups, np.dtype(w.dtype)
+        key = ("groups", g) if g > 1 else dt
+        if key not in weights:
+            weights[key] = (PermutedWeights(graph, copy=lambda w, g=g: Spread(w, g)) if g > 1
+                            else PermutedWeights(graph, BLOCKED, Conv2dDirect.block(dt)))
+        ins[1] = weights[key](w)
         graph.nodes[k] = _node_like(n, n, op, ins, n.outputs)
         done += 1
     for made in weights.values():
         made.commit()
-    graph.__dict__.setdefault("folds", []).extend(spread.values())
     return done
 
 
@@ -135,8 +131,8 @@ def direct_matmuls(graph) -> int:
     (mobilenet_v2's classifier) 173-187 against 208-232 us through a ``(K, N)`` copy,
     512 -> 1000 (resnet18's) 55 against 140."""
     uses = _Uses(graph)
-    blocked = {}  # dtype -> PermutedWeights
-    columns = {}  # id(w) -> ColumnBlocks, MatMul weights streamed over few rows
+    blocked = {}  # dtype -> PermutedWeights of (N, K) weights
+    columns = PermutedWeights(graph, copy=ColumnBlocks)  # (K, N) weights over few rows
     drop, replace = set(), {}
     for n in graph.nodes:
         product = _product(n)
@@ -144,10 +140,10 @@ def direct_matmuls(graph) -> int:
             continue
         x, w, trans_w, bias = product
         (y,) = n.outputs
+        rows = int(np.prod(x.shape[:-1]))
         if not (_is_leaf_with_data(w) and len(w.shape) == 2 and len(x.shape) >= 2
                 and np.dtype(y.dtype) in (np.float32, np.float64) and x.dtype == w.dtype
-                and int(np.prod(x.shape[:-1])) <= MAX_ROWS
-                and w.shape[0] * w.shape[1] >= MIN_WEIGHT_VALUES):
+                and rows <= MAX_ROWS and w.shape[0] * w.shape[1] >= MIN_WEIGHT_VALUES):
             continue
         cols = w.shape[0] if trans_w else w.shape[1]
         ins, out = [x], y
@@ -162,26 +158,22 @@ def direct_matmuls(graph) -> int:
                 ins.append(other[0])
                 out = add.outputs[0]
                 drop.add(add.id)
-        streamed = (int(np.prod(x.shape[:-1])) <= STREAM_ROWS
-                    and w.size * w.dtype.itemsize >= STREAM_WEIGHT_BYTES)
+        streamed = rows <= STREAM_ROWS and w.nbytes >= STREAM_WEIGHT_BYTES
         if trans_w:
             dt = np.dtype(w.dtype)
             if dt not in blocked:  # (N, K) -> (N/B, B, K) -> (N/B, K, B)
                 blocked[dt] = PermutedWeights(graph, (0, 2, 1), MatMulDirect.block(dt))
             ins.insert(1, blocked[dt](w))
         elif streamed:
-            if id(w) not in columns:
-                columns[id(w)] = ColumnBlocks(w)
-            ins.insert(1, columns[id(w)].weight)
+            ins.insert(1, columns(w))
         else:
             ins.insert(1, w)
         op = MatMulDirect(bias=len(ins) == 3,
                           columns=cols if trans_w or streamed else None)
         replace[n.id] = _node_like(n, n, op, ins, [out])
     graph.nodes = [replace.get(n.id, n) for n in graph.nodes if n.id not in drop]
-    for made in blocked.values():
+    for made in (*blocked.values(), columns):
         made.commit()
-    graph.__dict__.setdefault("folds", []).extend(columns.values())
     return len(replace)
 
 

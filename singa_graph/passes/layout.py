@@ -69,24 +69,28 @@ class Permuted(Derived):
 
 
 class PermutedWeights:
-    """Conv weights held in another layout (``perm``, ``block``: see
-    :meth:`Derived.permute_first`), made by calling it with the OIHW weight: a folded
+    """Weights held in another layout (``perm``, ``block``: see
+    :meth:`Derived.permute_first`), made by calling it with the weight: a folded
     BatchNorm's weight (read by its conv alone) is held so from now on, for free; any
-    other gets one plan-owned :class:`Permuted` copy, shared by the convs that read it.
-    :meth:`commit` records the copies in ``graph.folds``."""
+    other gets one plan-owned :class:`Permuted` copy, shared by the nodes that read it.
+    With ``copy`` (a callable ``weight -> Permuted``), every weight gets the copy it makes,
+    for layouts that are more than a permutation. :meth:`commit` records the copies in
+    ``graph.folds``."""
 
-    def __init__(self, graph, perm, block=None):
-        self.graph, self.perm, self.block = graph, tuple(perm), block
+    def __init__(self, graph, perm=None, block=None, copy=None):
+        self.graph, self.block, self.copy = graph, block, copy
+        self.perm = None if perm is None else tuple(perm)
         self.permuted: dict[int, Permuted] = {}
-        self.folded = {id(f.outputs[0]): f for f in getattr(graph, "folds", ())
-                       if f.perm is None}
+        self.folded = {} if copy is not None else {
+            id(f.outputs[0]): f for f in getattr(graph, "folds", ()) if f.perm is None}
 
     def __call__(self, w):
         fold = self.folded.get(id(w))
         if fold is not None:
             return fold.permute_first(self.perm, self.block)
         if id(w) not in self.permuted:
-            self.permuted[id(w)] = Permuted(w, self.perm, self.block)
+            self.permuted[id(w)] = (self.copy(w) if self.copy is not None
+                                    else Permuted(w, self.perm, self.block))
         return self.permuted[id(w)].weight
 
     def free(self, w) -> bool:

@@ -77,11 +77,12 @@ def columns(x, offs, rows_, w, wstep, wr, wv, e, es, e0, nc, kh, kw, ri, rj, rc,
     columns at a time, over every row, so a block's weights are read from memory once and
     then from cache. Column ``o``'s block of weights starts at ``(o // lanes) * wstep``
     (:func:`_tile`'s ``wr``, ``wv`` step inside it); row ``p`` of the output at
-    ``p*es + o - e0``. Grouped (``og`` outputs and ``cg`` inputs a group, ``og < O``):
-    one vector at a time, each reading its ``nc`` channels from channel
-    ``min((o // og) * cg, cmax)`` on (Conv2dDirect.group_start)."""
+    ``p*es + o - e0``. Each vector reads its ``nc`` channels from channel
+    ``min((o // og) * cg, cmax)`` on (Conv2dDirect.group_start; ``og`` outputs and ``cg``
+    inputs a group, ``og >= o1`` and ``cmax = 0`` for one group), so where the columns
+    span groups a tile takes one vector."""
     o = o0
-    grouped = og < o1
+    grouped = og < o1  # [o0, o1) spans more than the first group
     while o < o1:
         vecs = 2 if o1 - o > lanes and not grouped else 1
         tail = min(lanes, o1 - o - lanes * (vecs - 1))

@@ -9,10 +9,11 @@ GEMMs, packing the weight on every call, at 30-60 GFLOP/s. Here each thread take
 of columns (or, for a small weight, of rows) and multiplies it from registers, 32 columns
 by 8 rows at a time, reading ``W`` where it is: 18.9 M multiply-adds took 167-172 us on
 two threads whatever the shape, 8x3072x768 (671 us before) as 512x384x96, about the
-cores' peak. A copy of ``W`` in blocks of columns read it faster from memory (8x768x3072
-with the weight out of cache: 236 against 433 us) but would double the plan's weight
-bytes, so only a weight that is copied anyway is held so (a Gemm's ``(N, K)`` classifier
-weight, passes/direct.py). The output rows are written in place (they are already ``(rows, columns)``), then
+cores' peak. A copy of ``W`` in blocks of columns (``blocked``) reads faster from memory
+(8x768x3072 with the weight out of cache: 236 against 433 us) but holds the weight twice,
+so passes/direct.py makes one only for a Gemm's ``(N, K)`` weight (copied anyway) and for
+weights of 1 MB or more over few rows, which stream from memory on every call. The
+output rows are written in place (they are already ``(rows, columns)``), then
 the epilogue (a bias: the same two roundings as a MatMul followed by an Add) runs on the
 part's block while it is in cache.
 
