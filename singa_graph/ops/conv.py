@@ -274,6 +274,23 @@ DIRECT_MAX_WEIGHT_BYTES = 16 << 20
 #: 31 us, stride 2 to 4x4 112 -> 37, 208 at 4x4 59 -> 30, 104 at 8x8 45 -> 38, 48 at 8x8
 #: 24 -> 20; at 16x16 they lose (48 channels 54 -> 65): half their terms are zeros
 DIRECT_GROUPED_MAX_PIXELS = 64
+#: dense convs over at most this many input channels (an image's: every CNN's stem) may run
+#: on tiles along the output rows (runtime/kernels/cpu/conv_planes.py), in every mode
+PLANES_MAX_CHANNELS = 4
+#: ... those with at most this many output channels, or with DIRECT_MIN_TERMS terms. Batch
+#: 2, two threads (2026-11-28), against the kernels that ran them: 7x7 stride-2 stems 3 ->
+#: 64 at 64x64 0.77x (against the im2col GEMM; 426 -> about 190 us against Conv2dDirect's
+#: tiles in resnet18's plan), at 224x224 0.44x; 3x3 stride 2 3 -> 16 0.79-0.85x, 3 -> 32
+#: 0.75-0.88x; but 3 -> 64 1.1-1.2x, where the GEMM has rows enough
+PLANES_MAX_OUT_CHANNELS = 32
+
+
+def on_planes(op, w_shape) -> bool:
+    """Whether the Conv2d ``op`` with OIHW weight ``w_shape`` runs on the output-row tiles
+    (shapes alone decide, so graph and eager runs choose alike)."""
+    o, c, kh, kw = w_shape
+    return (op.groups == 1 and op.stride[0] == op.stride[1] <= 2 and c <= PLANES_MAX_CHANNELS
+            and (o <= PLANES_MAX_OUT_CHANNELS or c * kh * kw >= DIRECT_MIN_TERMS))
 
 
 class Conv2dDirect(Conv2d):
@@ -354,6 +371,8 @@ class Conv2dDirect(Conv2d):
             return False
         if op.groups > 1:  # the other kernel runs a GEMM a group and sample: tiny ones
             return pixels <= DIRECT_GROUPED_MAX_PIXELS
+        if on_planes(op, w_shape):
+            return False  # the plain Conv2d kernel has tiles of its own for these
         if c * kh * kw < DIRECT_MIN_TERMS or pixels > DIRECT_MAX_PIXELS:
             return False
         if kh * kw == 1 and (pixels > DIRECT_POINTWISE_MAX_PIXELS

@@ -18,7 +18,7 @@ import numpy as np
 
 from ....runtime import threads
 from ...registry import carve, carved_bytes, kernel
-from . import blas, conv_direct, conv_loops as loops, depthwise, pointwise, winograd, \
+from . import blas, conv_direct, conv_loops as loops, conv_planes, depthwise, pointwise, winograd, \
     winograd_grad_weight
 from .epilogue import act_args, act_code
 from .loops import bound
@@ -71,6 +71,8 @@ def _carve(ws, like, *specs):
 
 # ---------------------------------------------------------------------------- forward
 def _conv_ws(op, ins, outs):
+    if conv_planes.chosen(op, ins[0].shape, ins[1].shape, outs[0].shape, outs[0].dtype):
+        return conv_planes.workspace(op, ins, outs)
     if conv_direct.chosen(op, ins[0].shape, ins[1].shape, outs[0].shape, outs[0].dtype):
         return conv_direct.plain_workspace(op, ins, outs)
     if winograd.chosen(op, ins[0].shape, ins[1].shape, outs[0].dtype):
@@ -86,6 +88,8 @@ def _conv_ws(op, ins, outs):
 
 def conv2d(op, ins, outs, ws):
     x, w = ins[0], ins[1]
+    if conv_planes.chosen(op, x.shape, w.shape, outs[0].shape, outs[0].dtype):
+        return conv_planes.forward(op, ins, outs, ws)
     if conv_direct.chosen(op, x.shape, w.shape, outs[0].shape, outs[0].dtype):
         return conv_direct.plain_forward(op, ins, outs, ws)
     if winograd.chosen(op, x.shape, w.shape, outs[0].dtype):

@@ -9,6 +9,8 @@ channels-last tiles on the same shape. :func:`plane_tile` holds ``R`` output row
 vectors of columns in registers over all the taps and writes the outputs, ReLU applied, in
 their place.
 """
+from contextlib import contextmanager
+
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -54,12 +56,6 @@ def plane_tile(R: int, V: int, S: int):
 
             stride = const(S) if S else s_
 
-            def div(v):
-                return builder.udiv(v, stride)
-
-            def rem(v):
-                return builder.urem(v, stride)
-
             def vec(base, index):
                 return builder.bitcast(builder.gep(base, [index]), vt.as_pointer())
 
@@ -75,25 +71,16 @@ def plane_tile(R: int, V: int, S: int):
                 for r in range(R):
                     for v in range(V):
                         builder.store(load(vec(yp, outs[r][v]), masks[v]), acc[r][v])
-            plane = builder.mul(hq_, xs_)
-            with cgutils.for_range(builder, kh_) as li:
-                ra = builder.mul(li.index, dh_)
-                # the tap row's phase and its row in that phase
-                rowp = builder.add(builder.mul(builder.mul(rem(ra), stride), plane),
-                                   builder.mul(div(ra), xs_))
-                with cgutils.for_range(builder, kw_) as lj:
-                    cb = builder.mul(lj.index, dw_)
-                    off = builder.add(builder.add(rowp, builder.mul(rem(cb), plane)), div(cb))
-                    t = builder.add(builder.mul(li.index, kw_), lj.index)
-                    wv = _splat(builder, builder.load(builder.gep(
-                        wp, [builder.add(wo_, builder.mul(t, wt_))])), vt)
-                    base = builder.add(xo_, off)
-                    for r in range(R):
-                        xr = builder.add(base, builder.mul(const(r), xs_))
-                        for v in range(V):
-                            xv = load(vec(xp, builder.add(xr, const(v * L))), masks[v])
-                            builder.store(builder.fadd(builder.load(acc[r][v]),
-                                                       builder.fmul(wv, xv)), acc[r][v])
+            with _taps(builder, stride, hq_, xs_, kh_, kw_, dh_, dw_) as (t, off):
+                wv = _splat(builder, builder.load(builder.gep(
+                    wp, [builder.add(wo_, builder.mul(t, wt_))])), vt)
+                base = builder.add(xo_, off)
+                for r in range(R):
+                    xr = builder.add(base, builder.mul(const(r), xs_))
+                    for v in range(V):
+                        xv = load(vec(xp, builder.add(xr, const(v * L))), masks[v])
+                        builder.store(builder.fadd(builder.load(acc[r][v]),
+                                                   builder.fmul(wv, xv)), acc[r][v])
             clip = builder.icmp_unsigned("!=", re_, const(0))
             for r in range(R):
                 for v in range(V):
@@ -101,6 +88,99 @@ def plane_tile(R: int, V: int, S: int):
                     neg = builder.and_(builder.fcmp_ordered("<", f, zero),
                                        _splat(builder, clip, ir.VectorType(ir.IntType(1), L)))
                     store(builder.select(neg, zero, f), vec(yp, outs[r][v]), masks[v])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return call
+
+
+@contextmanager
+def _taps(builder, stride, hq, xs, kh, kw, dh, dw):
+    """Loops over a kernel's taps ``(i, j)`` in row-major order, giving the tap's number
+    ``i*kw + j`` and its offset in the phase planes (``hq`` rows of pitch ``xs`` each) of
+    the padded plane, ``at(i*dh, j*dw)`` (see :func:`plane_tile`)."""
+    plane = builder.mul(hq, xs)
+    with cgutils.for_range(builder, kh) as li:
+        ra = builder.mul(li.index, dh)
+        # the tap row's phase and its row in that phase
+        rowp = builder.add(builder.mul(builder.mul(builder.urem(ra, stride), stride), plane),
+                           builder.mul(builder.udiv(ra, stride), xs))
+        with cgutils.for_range(builder, kw) as lj:
+            cb = builder.mul(lj.index, dw)
+            off = builder.add(builder.add(rowp, builder.mul(builder.urem(cb, stride), plane)),
+                              builder.udiv(cb, stride))
+            yield builder.add(builder.mul(li.index, kw), lj.index), off
+
+
+def channel_tile(R: int, Y: int, V: int, S: int):
+    """The intrinsic ``channel_tile(x, xo, xs, hq, s, nc, xc, kh, kw, dh, dw, w, wo, wr, y,
+    yo, ys, yr, tail)``: ``R`` output channels by ``Y`` rows by ``V`` vectors of ``LANES``
+    columns of the output of a dense convolution over ``nc`` input channels, each read from its padded
+    plane's ``s*s`` phase planes (channel ``c``'s at ``xo + c*xc``, laid out as for
+    :func:`plane_tile`). For ``r < R`` and columns ``v*LANES + l`` (``l < tail`` in the
+    last vector) and rows ``q < Y``::
+
+        y[yo + r*ys + q*yr + v*LANES + l] = sum over (c, i, j) in that order of
+            w[wo + r*wr + (c*kh + i)*kw + j]
+            * x[xo + c*xc + q*xs + v*LANES + l + at(i*dh, j*dw)]
+
+    one fused multiply-add per term, from zero (an OIHW weight: ``wr = nc*kh*kw``). Where
+    the channels are few (an image's three), the sums over pixels x output channels of
+    simd.tile have few terms to share the cost of a tile and of its transpose into NCHW;
+    here the tile's sums are a run of the output row itself. ``S`` is the stride as a
+    constant; ``S == 0`` reads ``s``."""
+
+    @intrinsic
+    def call(typingctx, x, xo, xs, hq, s, nc, xc, kh, kw, dh, dw, w, wo, wr, y, yo, ys, yr,
+             tail):
+        sig = types.void(x, xo, xs, hq, s, nc, xc, kh, kw, dh, dw, w, wo, wr, y, yo, ys, yr,
+                         tail)
+
+        def codegen(context, builder, sig, args):
+            a = _Args(context, builder, sig, args, y.dtype)
+            L, vt, load, store = a.lanes, a.vt, a.load, a.store
+            xo_, xs_, hq_, s_, nc_, xc_, kh_, kw_, dh_, dw_, wo_, wr_, yo_, ys_, yr_, tail_ = \
+                a.ints(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13, 15, 16, 17, 18)
+            xp, wp, yp = a.pointers(0, 11, 14)
+            masks = a.vector_masks(V, tail_)
+            fma = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fma.v{L}f{a.width}")
+
+            def const(v):
+                return ir.Constant(_I64, v)
+
+            def vec(base, index):
+                return builder.bitcast(builder.gep(base, [index]), vt.as_pointer())
+
+            stride = const(S) if S else s_
+            cells = [(q, v) for q in range(Y) for v in range(V)]
+            acc = [[cgutils.alloca_once(builder, vt) for _ in cells] for _ in range(R)]
+            for r in range(R):
+                for u in range(len(cells)):
+                    builder.store(ir.Constant(vt, [0.0] * L), acc[r][u])
+            taps = builder.mul(kh_, kw_)
+            with cgutils.for_range(builder, nc_) as lc:
+                xc0 = builder.add(xo_, builder.mul(lc.index, xc_))
+                wc0 = builder.add(wo_, builder.mul(lc.index, taps))
+                with _taps(builder, stride, hq_, xs_, kh_, kw_, dh_, dw_) as (t, off):
+                    base = builder.add(xc0, off)
+                    xv = [load(vec(xp, builder.add(builder.add(base, builder.mul(const(q), xs_)),
+                                                   const(v * L))), masks[v])
+                          for q, v in cells]
+                    wt = builder.add(wc0, t)
+                    for r in range(R):
+                        wv = _splat(builder, builder.load(builder.gep(
+                            wp, [builder.add(wt, builder.mul(const(r), wr_))])), vt)
+                        for u in range(len(cells)):
+                            builder.store(builder.call(fma, [wv, xv[u],
+                                                             builder.load(acc[r][u])]),
+                                          acc[r][u])
+            for r in range(R):
+                for u, (q, v) in enumerate(cells):
+                    at = builder.add(builder.add(yo_, builder.mul(const(r), ys_)),
+                                     builder.add(builder.mul(const(q), yr_), const(v * L)))
+                    store(builder.load(acc[r][u]), vec(yp, at), masks[v])
             return context.get_dummy_value()
 
         return sig, codegen

@@ -1,0 +1,157 @@
+"""Dense convolutions over few input channels (an image's three: every CNN's stem), on
+tiles along the NCHW output rows.
+
+The other kernels spend their fixed costs well only where each output sums many terms:
+im2col copies the input ``kh*kw`` times for a GEMM of ``C*kh*kw = 27`` rows, and
+conv_direct.py's tiles of pixels by output channels transpose every output into NCHW after
+27 or 147 multiply-adds. Here a part copies its sample's ``C`` planes once, zero-padded and
+split into their stride phases (depthwise_loops._fill_phases: every tap then reads a
+contiguous run, as at stride 1), and :func:`.simd_plane.channel_tile` sums 4 output
+channels by 2 output rows by up to two vectors of columns in registers, over every channel
+and tap, storing them in place. The conv epilogue (bias, residual, activation) runs on each
+block of 4 output planes while they are in cache.
+
+Every output is one chain of fused multiply-adds from zero in ``(c, i, j)`` order, whatever
+the tile and the thread: graph and eager runs, which both choose by shapes alone
+(:func:`chosen`), agree bit for bit. Parts split the ``(sample, block of 4 output
+channels)`` pairs; each holds one sample's phase planes (``C*s*s*Hq*Wq`` values) in its
+slice of planned workspace.
+"""
+import numpy as np
+from numba import int64, njit, prange
+
+from ....ops.conv import on_planes
+from ....runtime import threads
+from ...registry import carve, carved_bytes
+from .depthwise_loops import _fill_phases, phase_planes, phases
+from .epilogue import act_args, act_code, conv_epilogue
+from .loops import bound
+from .simd import VECTOR_BYTES
+from .simd_plane import channel_tile
+
+#: a full tile: output channels by output rows (by two vectors of columns). Batch 2, two
+#: threads (2026-11-28), against 8 channels of one row: at 224x224 input 3 -> 64 3x3 stride
+#: 2 0.92x and 7x7 0.94x, at 64x64 even; 8 channels by 2 rows (32 sums) spilled: 1.15-1.6x
+BLOCK, ROWS = 4, 2
+
+
+def chosen(op, x_shape, w_shape, y_shape, dtype) -> bool:
+    """Whether the plain Conv2d ``op`` runs here: a 2-d float32/64 conv that
+    :func:`~singa_graph.ops.conv.on_planes` gives these tiles. Shapes alone decide, so
+    graph and eager runs choose alike."""
+    return (len(x_shape) == 4 and len(w_shape) == 4 and on_planes(op, w_shape)
+            and np.dtype(dtype) in (np.float32, np.float64)
+            and getattr(op, "algo", "auto") == "auto")
+
+
+def _geometry(op, x_shape, w_shape, y_shape):
+    (sh, sw), (pt, pl, _, _), (dh, dw) = op.stride, op.padding, op.dilation
+    return sh, sw, (w_shape[2], w_shape[3], sh, pt, pl, dh, dw)
+
+
+def _plan(op, x_shape, w_shape, y_shape):
+    """``(geo, dims, parts, size)``: the geometry ``(kh, kw, s, pt, pl, dh, dw)``, the
+    shapes ``(N, C, H, W, O, Ho, Wo)``, the thread parts and one channel's phase planes."""
+    sh, sw, geo = _geometry(op, x_shape, w_shape, y_shape)
+    n, c, h, w = x_shape
+    o, ho, wo = w_shape[0], y_shape[2], y_shape[3]
+    kh, kw, s, _, _, dh, dw = geo
+    hq, wq, _ = phases(kh, kw, s, dh, dw, ho, wo)
+    total = n * -(-o // BLOCK)
+    parts = max(1, min(threads.num_threads(), total))
+    return geo, (n, c, h, w, o, ho, wo), parts, s * s * hq * wq
+
+
+def workspace(op, ins, outs):
+    """Each part's phase planes of one sample's channels."""
+    _, dims, parts, size = _plan(op, ins[0].shape, ins[1].shape, outs[0].shape)
+    return carved_bytes(((parts, dims[1] * size), outs[0].dtype))
+
+
+def forward(op, ins, outs, ws):
+    """The step of Conv2d ``op`` (input, OIHW weight[, bias][, residual]) on these tiles."""
+    x, w = ins[0], ins[1]
+    (y,) = outs
+    geo, dims, parts, size = _plan(op, x.shape, w.shape, y.shape)
+    (pads,) = carve(ws, ((parts, dims[1] * size), y.dtype))
+    has_res = bool(getattr(op, "residual", False))
+    has_bias = len(ins) - has_res == 3
+    n, _, _, _, o, ho, wo = dims
+    y3 = y.reshape(n, o, ho * wo)
+    bias = ins[2] if has_bias else y3.reshape(-1)[:0]
+    res3 = ins[-1].reshape(n, o, ho * wo) if has_res else y3
+    alpha, beta, k = act_args(op, y.dtype)
+    return bound(_forward, x.reshape(-1), w.reshape(-1), y.reshape(-1), y3, geo, dims, pads,
+                 size, parts, bias, has_bias, res3, has_res, act_code(op), alpha, beta, k)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _forward(x, w, y, y3, geo, dims, pads, size, parts, bias, has_bias, res3, has_res, act,
+             alpha, beta, k):
+    for t in prange(parts):
+        _part(x, w, y, y3, geo, dims, pads, size, parts, bias, has_bias, res3, has_res, act,
+              alpha, beta, k, int64(t))
+
+
+@njit(cache=True, nogil=True)
+def _part(x, w, y, y3, geo, dims, pads, size, parts, bias, has_bias, res3, has_res, act,
+          alpha, beta, k, t):
+    """Part ``t``: its range of ``(sample, block)`` pairs, each sample's planes filled once."""
+    kh, kw, s, pt, pl, dh, dw = geo
+    n_, c_, h, w_, o_, ho, wo = dims
+    hq, wq, _ = phases(kh, kw, s, dh, dw, ho, wo)
+    blocks = (o_ + BLOCK - 1) // BLOCK
+    total = n_ * blocks
+    pad = phase_planes(pads, t, c_ * size)
+    filled = -1
+    lanes = VECTOR_BYTES // y.itemsize
+    taps = kh * kw
+    for p in range(t * total // parts, (t + 1) * total // parts):
+        n, b = p // blocks, p % blocks
+        if n != filled:
+            for c in range(c_):
+                _fill_phases(pad[c * size:], x, (n * c_ + c) * h * w_, h, w_, hq, wq, s, pt,
+                             pl)
+            filled = n
+        o0 = b * BLOCK
+        o1 = min(o_, o0 + BLOCK)
+        for c0 in range(0, wo, 2 * lanes):
+            nv = min(2, (wo - c0 + lanes - 1) // lanes)
+            tail = wo - c0 - (nv - 1) * lanes
+            oy = 0
+            while oy < ho:
+                rows = ROWS if ho - oy >= ROWS else 1
+                yo = ((n * o_ + o0) * ho + oy) * wo + c0
+                if o1 - o0 == BLOCK:
+                    _tile(BLOCK, rows, nv, s, pad, oy * wq + c0, wq, hq, s, c_, size, kh, kw,
+                          dh, dw, w, o0 * c_ * taps, c_ * taps, y, yo, ho * wo, wo, tail)
+                else:
+                    for r in range(o1 - o0):
+                        _tile(1, rows, nv, s, pad, oy * wq + c0, wq, hq, s, c_, size, kh, kw,
+                              dh, dw, w, (o0 + r) * c_ * taps, c_ * taps, y,
+                              yo + r * ho * wo, ho * wo, wo, tail)
+                oy += rows
+        conv_epilogue(y3[n, o0:o1], bias[o0:o1] if has_bias else bias, has_bias,
+                      res3[n, o0:o1], has_res, act, alpha, beta, k)
+
+
+_ARGS = "x, xo, xs, hq, s, nc, xc, kh, kw, dh, dw, w, wo, wr, y, yo, ys, yr, tail"
+#: (R, Y, V, S) of every tile :func:`_part` calls
+_SHAPES = [(r, q, v, st) for st in (1, 2) for r in (BLOCK, 1) for q in (ROWS, 1)
+           for v in (2, 1)]
+_TILES = {shape: channel_tile(*shape) for shape in _SHAPES}
+
+
+def _dispatch():
+    """``_tile(R, Y, V, S, *args)``: the tile of that shape. Numba needs each intrinsic
+    called by its own name, so the branches are written out here once, from _SHAPES."""
+    lines = [f"def _tile(R, Y, V, S, {_ARGS}):"]
+    for k, (r, q, v, st) in enumerate(_SHAPES):
+        cond = f"R == {r} and Y == {q} and V == {v} and S == {st}"
+        lines.append(f"    {'if' if k == 0 else 'elif'} {cond}:\n        _T{k}({_ARGS})")
+    env = {f"_T{k}": _TILES[shape] for k, shape in enumerate(_SHAPES)}
+    exec("\n".join(lines), env)
+    return njit(nogil=True, inline="always")(env["_tile"])
+
+
+_tile = _dispatch()
