@@ -257,7 +257,7 @@ class Conv2dNHWC(Conv2d):
 #: stride-2 stem on 128x128, batch 1, 907 -> 560; 48 -> 48 at 32x32, batch 2, 523 -> 415)
 DIRECT_MAX_PIXELS = 4096
 #: terms per output (``C*kh*kw``) below which the im2col GEMM wins: a 3x3 stride-2 stem on
-#: three channels 57 against 92 us (the 7x7 one, 147 terms, 298 against 227)
+#: three channels 57 against 92 us (stems now take the output-row tiles, on_planes)
 DIRECT_MIN_TERMS = 64
 #: 1x1 convs go direct on planes of at most this many pixels, from this many input
 #: channels, with two vectors of output channels: elsewhere BLAS's GEMM on the input itself

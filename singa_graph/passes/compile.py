@@ -60,7 +60,7 @@ def _promote_all() -> None:
 def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: bool = False,
             inplace: bool = True, validate: bool = True, fuse: bool = True,
             inference: bool | None = None, memory_budget=None, remat: str = "auto",
-            recompute: bool = True):
+            recompute: bool = True, weight_copies: bool = True):
     """Schedule ``graph``, plan its memory and bind kernels.
 
     Args:
@@ -85,6 +85,10 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
             (Chen et al.'s sqrt(n) checkpoints, applied even without a budget).
         recompute: with ``fetches``, let the backward recompute cheap elementwise results
             whose input it keeps anyway, rather than keep them too (:mod:`.recompute`).
+        weight_copies: let the inference passes hold weights in the layouts of their
+            faster kernels, in plan-owned copies beside the parameters (``memory_report()``'s
+            ``folded_bytes``); False keeps one copy of every weight (see
+            :func:`~.inference.optimize_for_inference`).
 
     Plans run under the process-wide thread policy of :mod:`singa_graph.runtime.threads`.
     """
@@ -92,14 +96,14 @@ def compile(graph, schedule: str = "memory", device=None, fetches=None, poison: 
 
     with gc_paused():
         memory, device = plan_graph(graph, schedule, device, inplace, validate, fuse, inference,
-                                    memory_budget, remat, fetches, recompute)
+                                    memory_budget, remat, fetches, recompute, weight_copies)
         return ExecutionPlan(graph, memory, fetches=fetches, device=device, poison=poison)
 
 
 def plan_graph(graph, schedule: str = "memory", device=None, inplace: bool = True,
                validate: bool = True, fuse: bool = True, inference: bool | None = None,
                memory_budget=None, remat: str = "auto", fetches=None,
-               recompute: bool = True):
+               recompute: bool = True, weight_copies: bool = True):
     """:func:`compile` up to the memory plan, without binding: ``(MemoryPlan, device)``.
     Control-flow ops plan their bodies so and bind them into their own workspace."""
     with gc_paused():
@@ -113,7 +117,7 @@ def plan_graph(graph, schedule: str = "memory", device=None, inplace: bool = Tru
         kind = device.kind if device is not None else "cpu"
         if fuse:
             if infer_only:
-                optimize_for_inference(graph, kind)
+                optimize_for_inference(graph, kind, weight_copies)
             _fuse(graph)
         base = StorageGroups(graph)  # aliases and persistence: shared by schedule and plan
         order = _schedule(graph, schedule, base=base)

@@ -21,8 +21,8 @@ Which convs (:meth:`Conv2dDirect.wins <singa_graph.ops.conv.Conv2dDirect.wins>`,
 Conv2d kernel of training and eager runs asks too): measured at batch 2 on two threads
 (2026-11-27), against the kernel that runs them otherwise, e.g. densenet121's 128 -> 32
 3x3 convs at 2x2, 4x4 and 8x8 19 -> 7.5, 30 -> 17 and 82 -> 55 us, squeezenet's 64 -> 256
-at 3x3 48 -> 37, ResNet-18's 128 -> 256 stride 2 147 -> 100, a 7x7 stride-2 stem 298 ->
-227.
+at 3x3 48 -> 37, ResNet-18's 128 -> 256 stride 2 147 -> 100. Stems (a few input channels)
+are left to the plain Conv2d, whose kernel has output-row tiles for them (conv_planes.py).
 """
 from __future__ import annotations
 
@@ -42,9 +42,10 @@ BLOCKED = (0, 3, 4, 2, 1)
 wins = Conv2dDirect.wins
 
 
-def direct_convs(graph) -> int:
+def direct_convs(graph, weight_copies: bool = True) -> int:
     """Make the Conv2d nodes of the inference graph ``graph`` that :func:`wins` chooses
-    Conv2dDirect (in place); returns how many."""
+    Conv2dDirect (in place); returns how many. Without ``weight_copies``, only those
+    whose blocked weight costs nothing (a folded BatchNorm's)."""
     weights = {}  # dtype, or groups for grouped convs -> PermutedWeights
     done = 0
     for k, n in enumerate(graph.nodes):
@@ -61,6 +62,8 @@ def direct_convs(graph) -> int:
         if key not in weights:
             weights[key] = (PermutedWeights(graph, copy=lambda w, g=g: Spread(w, g)) if g > 1
                             else PermutedWeights(graph, BLOCKED, Conv2dDirect.block(dt)))
+        if not (weight_copies or weights[key].free(w)):
+            continue
         ins[1] = weights[key](w)
         graph.nodes[k] = _node_like(n, n, op, ins, n.outputs)
         done += 1
@@ -119,7 +122,7 @@ def _product(n):
     return None
 
 
-def direct_matmuls(graph) -> int:
+def direct_matmuls(graph, weight_copies: bool = True) -> int:
     """Make the products of the inference graph ``graph`` by a constant 2-d weight (of at
     least :data:`MIN_WEIGHT_VALUES` values) over at most :data:`MAX_ROWS` rows
     MatMulDirect (in place; returns how many): MatMuls, with the Add of a constant bias
@@ -129,7 +132,8 @@ def direct_matmuls(graph) -> int:
     Measured on the 2-core Intel Xeon (2026-11-28), batch 2, weight in the last-level
     cache, against the Gemm kernel's dot products by weight rows: 1280 -> 1000
     (mobilenet_v2's classifier) 173-187 against 208-232 us through a ``(K, N)`` copy,
-    512 -> 1000 (resnet18's) 55 against 140."""
+    512 -> 1000 (resnet18's) 55 against 140. Without ``weight_copies``, only the products
+    that read their weight in place."""
     uses = _Uses(graph)
     blocked = {}  # dtype -> PermutedWeights of (N, K) weights
     columns = PermutedWeights(graph, copy=ColumnBlocks)  # (K, N) weights over few rows
@@ -146,6 +150,9 @@ def direct_matmuls(graph) -> int:
                 and rows <= MAX_ROWS and w.shape[0] * w.shape[1] >= MIN_WEIGHT_VALUES):
             continue
         cols = w.shape[0] if trans_w else w.shape[1]
+        streamed = rows <= STREAM_ROWS and w.nbytes >= STREAM_WEIGHT_BYTES
+        if not weight_copies and (trans_w or streamed):
+            continue  # (before the bias Add below is taken in)
         ins, out = [x], y
         add = uses.only(y) if bias is None and type(n.op) is MatMul else None
         if bias is not None:
@@ -158,7 +165,6 @@ def direct_matmuls(graph) -> int:
                 ins.append(other[0])
                 out = add.outputs[0]
                 drop.add(add.id)
-        streamed = rows <= STREAM_ROWS and w.nbytes >= STREAM_WEIGHT_BYTES
         if trans_w:
             dt = np.dtype(w.dtype)
             if dt not in blocked:  # (N, K) -> (N/B, B, K) -> (N/B, K, B)

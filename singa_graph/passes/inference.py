@@ -41,20 +41,27 @@ def is_inference_graph(graph) -> bool:
     return not any(n.op.mutates or "Grad" in n.type for n in graph.nodes)
 
 
-def optimize_for_inference(graph, device: str = "cpu") -> dict:
+def optimize_for_inference(graph, device: str = "cpu", weight_copies: bool = True) -> dict:
     """Run the three passes in order on ``graph`` (in place), then on the CPU the
     channels-last layout of depthwise chains (:mod:`.layout`) and the direct convolutions
     and products (:mod:`.direct`); returns how many nodes each removed (the last two: how
     many they converted): ``{'noops': .., 'batchnorms': .., 'epilogue': .., 'channels_last': ..,
-    'direct': ..}``."""
+    'direct': ..}``.
+
+    ``weight_copies=False``: the last two convert only the nodes whose weights they can
+    read without a plan-owned copy in another layout (a folded BatchNorm's weight is
+    held in it for free): the plan then holds no second copy of any weight, and the
+    others run on the kernels that read the weights as they are (slower, see
+    :mod:`.direct`)."""
     from .direct import direct_convs, direct_matmuls
     from .layout import channels_last
 
     done = {"noops": drop_noops(graph), "batchnorms": fold_batchnorm(graph),
             "epilogue": fuse_conv_epilogues(graph)}
     cpu = device == "cpu"
-    done["channels_last"] = channels_last(graph) if cpu else 0
-    done["direct"] = direct_convs(graph) + direct_matmuls(graph) if cpu else 0
+    done["channels_last"] = channels_last(graph, weight_copies) if cpu else 0
+    done["direct"] = (direct_convs(graph, weight_copies) + direct_matmuls(graph, weight_copies)
+                      if cpu else 0)
     return done
 
 

@@ -291,10 +291,19 @@ class _Rewriter:
         self.weight.commit()
 
 
-def channels_last(graph) -> int:
+def channels_last(graph, weight_copies: bool = True) -> int:
     """Convert the depthwise chains of the inference graph ``graph`` (in place) to
-    channels-last; returns how many nodes now run channels-last."""
+    channels-last; returns how many nodes now run channels-last. Without
+    ``weight_copies``, only convs whose weight needs no plan-owned HWIO copy join a chain
+    (a folded BatchNorm's, or a pointwise conv's over few pixels, read as it is)."""
     kinds = {n.id: k for n in graph.nodes if (k := _kind(n)) is not None}
+    if not weight_copies:
+        held = PermutedWeights(graph, HWIO)
+        for n in graph.nodes:
+            k = kinds.get(n.id)
+            as_is = k == "pointwise" and _few_pixels(n.inputs[0].shape)
+            if k in ("depthwise", "pointwise") and not (as_is or held.free(n.inputs[1])):
+                del kinds[n.id]
     uses = _Uses(graph)
     chosen = _chains(graph, kinds, uses)
     if chosen:

@@ -371,3 +371,54 @@ def test_padding_writes_its_planes_only(pads):
     want = np.zeros((3, hp, wp), np.float32)
     want[:, pt:pt + 4, pl:pl + 5] = x[1]
     np.testing.assert_array_equal(p[:3].reshape(3, hp, wp), want)
+
+
+def test_without_weight_copies_a_plan_holds_each_weight_once():
+    build = _small_cnn()
+    plan, plan0 = compile(build(), weight_copies=False), compile(build(), fuse=False)
+    verify(plan)
+    labels = [n.op.label for n in plan.nodes if n.type.startswith("Conv2d")]
+    assert labels == ["Conv2d+ReLU", "Conv2d+ReLU", "Conv2d+Add+ReLU", "Conv2d+ReLU",
+                      "Conv2d"], labels  # no weight was free to hold blocked
+    assert not plan.folds and plan.memory_report()["folded_bytes"] == 0
+    x = np.random.default_rng(3).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    np.testing.assert_allclose(plan.run([x])[0], y0 := plan0.run([x])[0], rtol=0,
+                               atol=1e-5 * np.abs(y0).max())
+
+    def products():
+        rng = np.random.default_rng(0)
+        x = Placeholder((2, 512), dtype=np.float32, name="x")
+        h = ops.gemm(x, _t(rng.standard_normal((300, 512)).astype(np.float32) / 23),
+                     _t(np.ones(300, np.float32)), trans_b=True)  # would copy: stays
+        return Graph([ops.gemm(h, _t(rng.standard_normal((300, 400)).astype(np.float32)))],
+                     inputs=[x])                                   # read in place
+
+    plan = compile(products(), weight_copies=False)
+    assert [n.op.label for n in plan.nodes if n.type in ("Gemm", "MatMulDirect")] == \
+        ["Gemm", "MatMulDirect"]
+    assert not plan.folds
+
+
+def test_a_model_recompiles_when_weight_copies_changes():
+    from singa_graph import layer, model
+
+    class Net(model.Model):
+        def __init__(self):
+            super().__init__()
+            self.fc = layer.Linear(256)
+
+        def forward(self, x):
+            return self.fc(x)
+
+    net = Net()
+    x = np.random.default_rng(0).standard_normal((2, 512)).astype(np.float32)
+    net.compile([x], is_train=False)
+    y = net(x).data
+    assert net.weight_copies and net._last_plan is not None
+    with pytest.raises(TypeError):
+        net.weight_copies = "no"
+    assert net.weight_copies
+    net.weight_copies = False
+    assert not net._plans and net._last_plan is None
+    np.testing.assert_allclose(net(x).data, y, rtol=1e-5, atol=1e-5)
+    assert net._last_plan.memory_report()["folded_bytes"] == 0

@@ -248,7 +248,7 @@ def test_bench_resnet_eval_plan_loses_batchnorms_adds_and_relus(monkeypatch):
 
     plan, y = plan_and_output()
     with monkeypatch.context() as mp:
-        mp.setattr(comp, "optimize_for_inference", lambda g, device="cpu": {})
+        mp.setattr(comp, "optimize_for_inference", lambda g, device="cpu", weight_copies=True: {})
         plan0, y0 = plan_and_output()
     types0 = [n.type for n in plan0.nodes]
     assert len(plan.folds) == types0.count("BatchNorm2d") == 9
@@ -293,7 +293,7 @@ def test_fused_pointwise_epilogue_is_bit_for_bit(act, monkeypatch):
     # kernel, which sums in another order than the unfused plan's)
     from singa_graph.passes import direct
 
-    monkeypatch.setattr(direct, "direct_convs", lambda g: 0)
+    monkeypatch.setattr(direct, "direct_convs", lambda g, weight_copies=True: 0)
 
     def build():
         rng = np.random.default_rng(2)

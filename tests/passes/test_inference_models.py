@@ -54,7 +54,7 @@ def _optimised_and_not(proto, monkeypatch):
     x = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)
     plan, y = _plan_and_output(proto, x)
     with monkeypatch.context() as mp:
-        mp.setattr(comp, "optimize_for_inference", lambda g, device="cpu": {})
+        mp.setattr(comp, "optimize_for_inference", lambda g, device="cpu", weight_copies=True: {})
         plan0, y0 = _plan_and_output(proto, x)
     before, after = Counter(n.type for n in plan0.nodes), Counter(n.type for n in plan.nodes)
     print(f"{len(plan0.nodes)} -> {len(plan.nodes)} nodes; removed {dict(before - after)}; "
@@ -72,9 +72,9 @@ def test_without_batchnorms_the_optimised_model_is_bit_for_bit(name, fused, monk
     x = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)
     nhwc_plan, y_nhwc = _plan_and_output(proto, x)
     with monkeypatch.context() as mp:
-        mp.setattr(layout, "channels_last", lambda g: 0)
-        mp.setattr(direct, "direct_convs", lambda g: 0)  # another summation order too,
-        mp.setattr(direct, "direct_matmuls", lambda g: 0)  # as for the classifier's Gemm
+        mp.setattr(layout, "channels_last", lambda g, weight_copies=True: 0)
+        mp.setattr(direct, "direct_convs", lambda g, weight_copies=True: 0)  # another summation order too,
+        mp.setattr(direct, "direct_matmuls", lambda g, weight_copies=True: 0)  # as for the classifier's Gemm
         plan, y, before, after, y0 = _optimised_and_not(proto, monkeypatch)
     np.testing.assert_array_equal(y, y0)
     np.testing.assert_allclose(y_nhwc, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
