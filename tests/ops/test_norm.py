@@ -126,3 +126,39 @@ def test_batchnorm_parallel_loops_match_serial(monkeypatch):
     monkeypatch.setattr(loops_mod, "PARALLEL_WORK", 0)
     for got, r in zip(all_outputs(), want):
         np.testing.assert_allclose(got, r, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 2, 3), (2, 1024, 2, 2), (1, 7, 1, 1), (4, 3, 9)])
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_eval_kernel_is_the_formula_bit_for_bit_on_any_thread_count(shape, relu, threads):
+    """Eval mode: ``x * a + b`` with ``a = scale / sqrt(var + eps)`` and ``b = bias - mean * a``
+    taken in float64, rounded to float32, then the ReLU; whichever thread takes which
+    planes (the split falls inside a channel's run of planes)."""
+    import numba
+
+    from singa_graph.runtime import threads as policy
+    from singa_graph.runtime.registry import bind, workspace_bytes
+
+    rng = np.random.default_rng(len(shape) + shape[1])
+    c = shape[1]
+    x = rng.standard_normal(shape).astype(np.float32)
+    scale, bias, rm = (rng.standard_normal(c).astype(np.float32) for _ in range(3))
+    rv = rng.uniform(0.1, 2.0, c).astype(np.float32)
+    op = ops.BatchNorm2d(momentum=0.1, eps=1e-5, training=False, relu=relu)
+    y = np.full(shape, np.nan, np.float32)
+    ins = [x, scale, bias, rm, rv]
+    policy.apply()
+    before = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        step = bind(op, ins, [y], ws=np.empty(workspace_bytes(op, ins, [y]), np.uint8))
+        step()
+        step()
+    finally:
+        numba.set_num_threads(before)
+    a = scale.astype(np.float64) / np.sqrt(rv.astype(np.float64) + 1e-5)
+    b = bias - rm.astype(np.float64) * a
+    per_channel = (1, c) + (1,) * (len(shape) - 2)
+    want = (x * a.reshape(per_channel) + b.reshape(per_channel)).astype(np.float32)
+    np.testing.assert_array_equal(y, np.maximum(want, np.float32(0)) if relu else want)
