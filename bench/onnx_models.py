@@ -10,6 +10,9 @@ plan), onnxruntime (``InferenceSession``, default graph optimisations) and PyTor
 (the torchvision model under ``torch.no_grad()``). singa_graph's output is checked against
 onnxruntime's (max |ours - ORT| / max |ORT|); a model that fails to import or mismatches
 says so in its row. Targets: singa_graph / ORT median ratio <= 1.0 and worst <= 1.5.
+``copies MiB``: the bytes the plan holds beside the model's parameters (its
+``memory_report()``'s ``folded_bytes``: weights held in its kernels' layouts);
+``--no-weight-copies`` runs ours with ``model.weight_copies = False``, which holds none.
 
 Training (resnet18, mobilenet_v2, efficientnet_b0): one step (forward, softmax
 cross-entropy, backward, SGD momentum 0.9) of the imported model against the same
@@ -32,7 +35,7 @@ over the bursts of the ratio of paired burst medians, which a host whose speed d
 seconds moves much less than a ratio of medians taken seconds apart.
 
     python bench/onnx_models.py [--models resnet18,vit_small,...] [--rounds 3] [--bursts 8]
-                                [--threads N] [--no-train] [--quick]
+                                [--threads N] [--no-train] [--no-weight-copies] [--quick]
 """
 from __future__ import annotations
 
@@ -63,13 +66,18 @@ def _data(image: int):
 
 
 # ---------------------------------------------------------------------- worker processes
-def _ours(path, mode, x, y):
+def _ours(path, mode, x, y, weight_copies=True):
     from singa_graph import onnx as sonnx
     from singa_graph import opt
 
     m = sonnx.load(path)
     if mode == "infer":
-        return lambda: m(x)
+        m.weight_copies = weight_copies
+
+        def infer():
+            return m(x)
+        infer.model = m
+        return infer
     m.set_optimizer(opt.SGD(lr=LR, momentum=MOMENTUM))
     m.compile([x], is_train=True, use_graph=True)
     m.train()
@@ -127,7 +135,7 @@ def worker(args):
     t0 = time.perf_counter()
     try:
         if args.worker == "ours":
-            fn = _ours(args.onnx, args.mode, x, y)
+            fn = _ours(args.onnx, args.mode, x, y, not args.no_weight_copies)
         elif args.worker == "ort":
             sess = _ort(args.onnx, args.threads)
             fn = lambda: sess.run(None, {"input": x})  # noqa: E731
@@ -142,6 +150,9 @@ def worker(args):
     if args.mode == "train":
         out["first_loss"] = _scalar(first)
     alternate.time_calls(fn, 0, args.warmup)
+    if hasattr(fn, "model"):  # the weight copies its plan holds beside the parameters
+        report = fn.model.plan_for(x).memory_report()
+        out["copies_mib"] = report["folded_bytes"] / 2 ** 20
     if args.check and args.worker == "ours":
         mine = np.asarray(getattr(fn(), "data", None))
         ref = _ort(args.onnx, args.threads).run(None, {"input": x})[0]
@@ -153,6 +164,8 @@ def worker(args):
 def _start(fw, name, mode, path, args, check=False):
     argv = ["--worker", fw, "--model", name, "--mode", mode, "--onnx", path,
             "--threads", str(args.threads), "--warmup", str(args.warmup)]
+    if args.no_weight_copies:
+        argv.append("--no-weight-copies")
     if check:
         argv.append("--check")
     return alternate.Worker(__file__, argv, env={"NUMBA_NUM_THREADS": str(args.threads)})
@@ -196,7 +209,7 @@ def _failures(runs, fws):
 
 
 INFER_HEADER = (f"{'model':<20}{'ours ms':>9}{'ORT ms':>9}{'torch ms':>9}{'ours/ORT':>10}"
-                f"{'ours/torch':>11}{'rel err':>10}  note")
+                f"{'ours/torch':>11}{'rel err':>10}{'copies MiB':>11}  note")
 
 
 def infer_row(name, path, runs):
@@ -207,6 +220,7 @@ def infer_row(name, path, runs):
     ms = {fw: _cell(runs.get(fw, [])) for fw in INFER_FWS}
     ours = runs.get("ours", [])
     err = ours[0].get("rel_err") if ours else None
+    copies = ours[0].get("copies_mib") if ours else None
     ratio = alternate.paired_ratio(ours, runs.get("ort", []))
     vs_torch = alternate.paired_ratio(ours, runs.get("torch", []))
     if _error(ours):
@@ -217,7 +231,8 @@ def infer_row(name, path, runs):
         note = _failures(runs, ("ort", "torch"))
     print(f"{name:<20}{ms['ours']:>9.2f}{ms['ort']:>9.2f}{ms['torch']:>9.2f}"
           f"{ratio if ratio is not None else float('nan'):>10.2f}{vs_torch:>11.2f}"
-          f"{'-' if err is None else format(err, '.1e'):>10}  {note}", flush=True)
+          f"{'-' if err is None else format(err, '.1e'):>10}"
+          f"{'-' if copies is None else format(copies, '.1f'):>11}  {note}", flush=True)
     return ratio
 
 
@@ -259,6 +274,9 @@ def main(argv=None):
     ap.add_argument("--pause", type=float, default=0.1,
                     help="seconds of sleep before each process starts and each burst")
     ap.add_argument("--no-train", action="store_true", help="inference only")
+    ap.add_argument("--no-weight-copies", action="store_true",
+                    help="run ours with model.weight_copies = False: no plan-owned weight "
+                         "copies in other layouts (less memory, slower)")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: 1 round, 5 inference calls and 2 training steps")
     ap.add_argument("--cache-dir", default=os.path.join(tempfile.gettempdir(),
