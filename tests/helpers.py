@@ -183,3 +183,34 @@ def onnx_model(nodes, inputs, outputs, inits=(), opset=17):
     m.ir_version = min(m.ir_version, 8)
     onnx.checker.check_model(m, full_check=True)
     return m
+
+
+def conv_reference(x, w, b, stride, pads, dil, res, act, groups=1):
+    """The conv in float64, written plainly: a sum over taps of shifted inputs."""
+    if groups > 1:
+        og, cg = w.shape[0] // groups, x.shape[1] // groups
+        y = np.concatenate([conv_reference(x[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og],
+                                       None, stride, pads, dil, None, "")
+                            for g in range(groups)], axis=1)
+        return conv_reference(x[:, :0], w[:, :0], b, stride, pads, dil, y if res is None
+                          else y + res, act)
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    pt, pl, pb, pr = pads
+    xp = np.zeros((n, c, h + pt + pb, wd + pl + pr))
+    xp[:, :, pt:pt + h, pl:pl + wd] = x
+    ho = (h + pt + pb - dil * (kh - 1) - 1) // stride + 1
+    wo = (wd + pl + pr - dil * (kw - 1) - 1) // stride + 1
+    y = np.zeros((n, o, ho, wo))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i * dil:i * dil + stride * (ho - 1) + 1:stride,
+                       j * dil:j * dil + stride * (wo - 1) + 1:stride]
+            y += np.einsum("oc,nchw->nohw", w[:, :, i, j].astype(np.float64), patch)
+    if b is not None:
+        y += b.reshape(1, -1, 1, 1)
+    if res is not None:
+        y += res
+    if act == "relu":
+        y = np.maximum(y, 0)
+    return y

@@ -18,37 +18,7 @@ from singa_graph.passes.direct import BLOCKED, ColumnBlocks, Spread, wins
 from singa_graph.passes.layout import Permuted
 from singa_graph.runtime import threads
 from singa_graph.runtime.registry import bind, workspace_bytes
-
-
-def _reference(x, w, b, stride, pads, dil, res, act, groups=1):
-    """The conv in float64, written plainly: a sum over taps of shifted inputs."""
-    if groups > 1:
-        og, cg = w.shape[0] // groups, x.shape[1] // groups
-        y = np.concatenate([_reference(x[:, g * cg:(g + 1) * cg], w[g * og:(g + 1) * og],
-                                       None, stride, pads, dil, None, "")
-                            for g in range(groups)], axis=1)
-        return _reference(x[:, :0], w[:, :0], b, stride, pads, dil, y if res is None
-                          else y + res, act)
-    n, c, h, wd = x.shape
-    o, _, kh, kw = w.shape
-    pt, pl, pb, pr = pads
-    xp = np.zeros((n, c, h + pt + pb, wd + pl + pr))
-    xp[:, :, pt:pt + h, pl:pl + wd] = x
-    ho = (h + pt + pb - dil * (kh - 1) - 1) // stride + 1
-    wo = (wd + pl + pr - dil * (kw - 1) - 1) // stride + 1
-    y = np.zeros((n, o, ho, wo))
-    for i in range(kh):
-        for j in range(kw):
-            patch = xp[:, :, i * dil:i * dil + stride * (ho - 1) + 1:stride,
-                       j * dil:j * dil + stride * (wo - 1) + 1:stride]
-            y += np.einsum("oc,nchw->nohw", w[:, :, i, j].astype(np.float64), patch)
-    if b is not None:
-        y += b.reshape(1, -1, 1, 1)
-    if res is not None:
-        y += res
-    if act == "relu":
-        y = np.maximum(y, 0)
-    return y
+from helpers import conv_reference
 
 
 def _run(x, w, b, stride, pads, dil, res, act, nthreads, groups=1):
@@ -103,9 +73,9 @@ def test_kernel_matches_a_float64_reference_on_any_thread_count(case, dtype):
     x = rng.standard_normal((n, c, h, wd)).astype(dtype)
     w = (rng.standard_normal((o, c // g, k, k)) / np.sqrt(c // g * k * k)).astype(dtype)
     b = rng.standard_normal(o).astype(dtype) if has_b else None
-    ref = _reference(x, w, b, s, pads, dil, None, "", g)
+    ref = conv_reference(x, w, b, s, pads, dil, None, "", g)
     res = rng.standard_normal(ref.shape).astype(dtype) if has_res else None
-    ref = _reference(x, w, b, s, pads, dil, res, act, g)
+    ref = conv_reference(x, w, b, s, pads, dil, res, act, g)
     y1 = _run(x, w, b, s, pads, dil, res, act, 1, g)
     y2 = _run(x, w, b, s, pads, dil, res, act, 2, g)
     eps = np.finfo(dtype).eps

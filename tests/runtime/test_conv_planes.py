@@ -14,7 +14,7 @@ from singa_graph.ops.conv import Conv2dDirect, on_planes
 from singa_graph.runtime import threads as threads_policy
 from singa_graph.runtime.kernels.cpu import conv_planes
 from singa_graph.runtime.registry import bind, workspace_bytes
-from helpers import graph_matches_eager
+from helpers import conv_reference, graph_matches_eager
 
 f32 = np.float32
 
@@ -55,22 +55,6 @@ def _run(op, ins, threads=None):
     return y
 
 
-def _reference(x, w, s, pads, d):
-    """The correlation, in float64: one shifted, strided slice of the padded input per tap."""
-    n, c, h, wd = x.shape
-    o, _, kh, kw = w.shape
-    pt, pl, pb, pr = pads
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    ho = (h + pt + pb - d * (kh - 1) - 1) // s + 1
-    wo = (wd + pl + pr - d * (kw - 1) - 1) // s + 1
-    y = np.zeros((n, o, ho, wo))
-    for i in range(kh):
-        for j in range(kw):
-            patch = xp[:, :, i * d:i * d + s * (ho - 1) + 1:s, j * d:j * d + s * (wo - 1) + 1:s]
-            y += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j].astype(np.float64))
-    return y
-
-
 CASES = [  # n, c, h, w, o, k, stride, pads, dilation, bias, residual, act
     (2, 3, 64, 64, 32, 3, 2, (1, 1, 1, 1), 1, True, False, "relu6"),  # 32 wide: 2 vectors
     (3, 3, 35, 71, 13, 7, 2, (3, 3, 3, 3), 1, False, True, "relu"),   # 13: R=1 tiles too
@@ -95,19 +79,17 @@ def test_every_output_matches_a_float64_sum_on_one_thread_and_two(case, dtype):
     extra = ([b] if has_b else []) + ([res] if has_res else [])
     got = _run(op, [x, w, *extra], threads=1)
     np.testing.assert_array_equal(_run(op, [x, w, *extra], threads=2), got)
-    # the epilogue's steps are the unfused ops' (epilogue.py): check the sums through the
-    # same epilogue on the float64 reference
-    want = _reference(x, w, s, pads, d) + (b[None, :, None, None] if has_b else 0)
-    want = want + (res if has_res else 0)
+    # _act is the epilogue's formula: the float64 im2col kernel, through the same epilogue,
+    # agrees with the float64 reference under it
+    want = conv_reference(x, w, b if has_b else None, s, pads, d, res if has_res else None, "")
     plain = ops.Conv2d(s, pads, d, 1, act=act, residual=has_res, algo="direct")  # im2col
     epilogue_only = _run(plain, [x.astype(np.float64), w.astype(np.float64),
                                  *[a.astype(np.float64) for a in extra]])
     np.testing.assert_allclose(epilogue_only, _act(want, act), rtol=1e-12, atol=1e-12)
     # the rounding of a sum of c*k*k products, then of the bias and residual adds, bounded
     # by the sum of their magnitudes (an activation's slope is at most 1.1)
-    mag = _reference(np.abs(x), np.abs(w), s, pads, d) + (np.abs(b)[None, :, None, None]
-                                                          if has_b else 0)
-    mag = mag + (np.abs(res) if has_res else 0)
+    mag = conv_reference(np.abs(x), np.abs(w), np.abs(b) if has_b else None, s, pads, d,
+                         np.abs(res) if has_res else None, "")
     tol = 1.1 * (c * k * k + 3) * np.finfo(dtype).eps * mag + np.finfo(dtype).tiny
     err = np.abs(got - _act(want, act))
     assert np.all(err <= tol), (err / tol).max()

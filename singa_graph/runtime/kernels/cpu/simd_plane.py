@@ -1,5 +1,5 @@
-"""The register tile of the plane-by-plane depthwise forward (depthwise_loops.py), in LLVM
-IR like simd.py's tiles.
+"""The register tiles of the plane-by-plane depthwise forward (depthwise_loops.py) and of
+the few-channel dense one (conv_planes.py), in LLVM IR like simd.py's tiles.
 
 Numba's loop over a padded plane's wide rows (one pass per kernel row, the sums loaded and
 stored for each, since LLVM cannot prove that the sums and the plane do not alias) ran in
@@ -116,9 +116,9 @@ def _taps(builder, stride, hq, xs, kh, kw, dh, dw):
 def channel_tile(R: int, Y: int, V: int, S: int):
     """The intrinsic ``channel_tile(x, xo, xs, hq, s, nc, xc, kh, kw, dh, dw, w, wo, wr, y,
     yo, ys, yr, tail)``: ``R`` output channels by ``Y`` rows by ``V`` vectors of ``LANES``
-    columns of the output of a dense convolution over ``nc`` input channels, each read from its padded
-    plane's ``s*s`` phase planes (channel ``c``'s at ``xo + c*xc``, laid out as for
-    :func:`plane_tile`). For ``r < R`` and columns ``v*LANES + l`` (``l < tail`` in the
+    columns of the output of a dense convolution over ``nc`` input channels, each read
+    from its padded plane's ``s*s`` phase planes (channel ``c``'s at ``xo + c*xc``, laid
+    out as for :func:`plane_tile`; output row ``q`` reads from phase row ``q`` on). For ``r < R`` and columns ``v*LANES + l`` (``l < tail`` in the
     last vector) and rows ``q < Y``::
 
         y[yo + r*ys + q*yr + v*LANES + l] = sum over (c, i, j) in that order of
