@@ -213,6 +213,14 @@ def _few_pixels(x_shape) -> bool:
     return n * h * w <= FEW_PIXELS
 
 
+def _weight_as_is(n, kind, held) -> bool:
+    """Whether conv ``n`` of ``kind`` reads its OIHW weight as it is in the channels-last
+    chain: a pointwise conv over few pixels (its rows are the dot products' operand),
+    unless its weight is a folded BatchNorm's, held in HWIO for free (``held.free``)."""
+    return kind == "pointwise" and _few_pixels(n.inputs[0].shape) and \
+        not held.free(n.inputs[1])
+
+
 # ---------------------------------------------------------------------- rewriting
 class _Rewriter:
     def __init__(self, graph, chosen, uses):
@@ -264,9 +272,8 @@ class _Rewriter:
         if conv:
             op = Conv2dNHWC.__new__(Conv2dNHWC)
             op.__dict__.update(n.op.__dict__)
-            if (kind == "pointwise" and _few_pixels(n.inputs[0].shape)
-                    and not self.weight.free(n.inputs[1])):
-                op.weight_layout = "OIHW"  # as it is: its rows are the dot products' operand
+            if _weight_as_is(n, kind, self.weight):
+                op.weight_layout = "OIHW"
             else:
                 ins[1] = self.weight(n.inputs[1])
         elif kind == "pool":
@@ -301,8 +308,8 @@ def channels_last(graph, weight_copies: bool = True) -> int:
         held = PermutedWeights(graph, HWIO)
         for n in graph.nodes:
             k = kinds.get(n.id)
-            as_is = k == "pointwise" and _few_pixels(n.inputs[0].shape)
-            if k in ("depthwise", "pointwise") and not (as_is or held.free(n.inputs[1])):
+            if k in ("depthwise", "pointwise") and not (held.free(n.inputs[1])
+                                                       or _weight_as_is(n, k, held)):
                 del kinds[n.id]
     uses = _Uses(graph)
     chosen = _chains(graph, kinds, uses)

@@ -18,9 +18,9 @@ import numpy as np
 
 from ....runtime import threads
 from ...registry import carve, carved_bytes, kernel
-from . import blas, conv_direct, conv_loops as loops, conv_planes, depthwise, pointwise, winograd, \
-    winograd_grad_weight
-from .epilogue import act_args, act_code
+from . import blas, conv_direct, conv_loops as loops, conv_planes, depthwise, pointwise, \
+    winograd, winograd_grad_weight
+from .epilogue import epilogue_args
 from .loops import bound
 
 
@@ -99,15 +99,11 @@ def conv2d(op, ins, outs, ws):
     w3 = _view(w, (gm.g, gm.og, gm.k))
     y3 = _view(y, (gm.n, gm.o, gm.l))
     x3 = _view(x, (gm.n, gm.c, gm.h * gm.w))
-    has_res = bool(getattr(op, "residual", False))
-    has_bias = len(ins) - has_res == 3
-    bias = ins[2] if has_bias else w3.reshape(-1)[:0]
-    res3 = _view(ins[-1], (gm.n, gm.o, gm.l)) if has_res else y3
-    alpha, beta, k = act_args(op, y.dtype)
+    bias, has_bias, res3, has_res, act, alpha, beta, k = epilogue_args(op, ins, y3)
     if pointwise.chosen(gm):
         (xt,) = carve(ws, pointwise.spec(gm))
         args = (x, x3, w3.reshape(-1), xt.reshape(-1), y3, bias, has_bias, res3, has_res,
-                act_code(op), alpha, beta, k, gm.geo, gm.wo, gm.pointwise,
+                act, alpha, beta, k, gm.geo, gm.wo, gm.pointwise,
                 pointwise.parts_of(gm, threads.num_threads()))
         return bound(pointwise.forward, *args)
     # (a pointwise conv multiplies the input itself, sample by sample: copying it side by
@@ -117,11 +113,11 @@ def conv2d(op, ins, outs, ws):
         cols, ys = carve(ws, *stacked)
         parts = max(1, min(threads.num_threads(), gm.og))
         args = (x, x3, w3, y3, cols, ys, bias, gm.geo, gm.ho, gm.wo, has_bias, res3, has_res,
-                act_code(op), alpha, beta, k, gm.pointwise, parts, blas.HANDLE)
+                act, alpha, beta, k, gm.pointwise, parts, blas.HANDLE)
         return bound(loops.forward_stacked, *args)
     (cols,) = _carve(ws, y, gm.cols_spec())
     args = (x, x3, w3, y3, cols, bias, gm.geo, gm.ho, gm.wo, has_bias, res3, has_res,
-            act_code(op), alpha, beta, k, gm.pointwise, gm.parts, blas.HANDLE)
+            act, alpha, beta, k, gm.pointwise, gm.parts, blas.HANDLE)
     return bound(loops.forward, *args)
 
 

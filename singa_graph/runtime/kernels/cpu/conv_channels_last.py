@@ -34,7 +34,7 @@ from ...registry import carve, carved_bytes, kernel
 from . import blas, matmul_direct, simd
 from .depthwise_channels_last import tiled_taps, unit_channels, units_of
 from .dots import FAST, block_of, products
-from .epilogue import act_args, act_code, rows_epilogue
+from .epilogue import epilogue_args, rows_epilogue
 from .loops import bound, loops
 from .pointwise import MIN_CHANNELS
 
@@ -183,16 +183,11 @@ def _workspace(op, ins, outs):
 def conv2d_nhwc(op, ins, outs, ws):
     x, w = ins[0], ins[1]  # w: (kh, kw, C/groups, O)
     (y,) = outs
-    has_res = bool(op.residual)
-    has_bias = len(ins) - has_res == 3
-    bias = ins[2] if has_bias else w.reshape(-1)[:0]
     kh, kw, c, o = w.shape
     if op.weight_layout == "OIHW":
         o, c, kh, kw = w.shape
     y2 = y.reshape(-1, o)
-    res2 = ins[-1].reshape(-1, o) if has_res else y2
-    alpha, beta, k = act_args(op, y.dtype)
-    epi = (bias, has_bias, res2, has_res, act_code(op), alpha, beta, k)
+    epi = epilogue_args(op, ins, y2)
     if not pointwise_nhwc(op, (o, c, kh, kw)):
         geo, dims, parts, per = _depthwise_plan(op, x.shape, w.shape, y.shape)
         fn = _DEPTHWISE[y.size * kh * kw >= PARALLEL_MACS]

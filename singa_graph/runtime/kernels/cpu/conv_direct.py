@@ -38,7 +38,7 @@ from ....runtime import threads
 from ...registry import carve, carved_bytes, kernel
 from . import simd, winograd
 from .depthwise_channels_last import rows_to_planes
-from .epilogue import act_args, act_code, conv_epilogue
+from .epilogue import conv_epilogue, epilogue_args
 from .loops import PARALLEL_WORK, bound, loops
 
 #: output pixels of a full tile
@@ -243,17 +243,13 @@ def _step(op, ins, w, y, scratch, group, parts, blocks):
     _, kh, kw, c, _ = w.shape  # c: the input channels a block reads
     o = y.shape[1]  # the last block may be filled up with zeros
     grp = (o // op.groups, x.shape[1] // op.groups, c)
-    has_res = bool(op.residual)
-    has_bias = len(ins) - has_res == 3
-    bias = ins[2] if has_bias else w.reshape(-1)[:0]
     n, _, ho, wo = y.shape
     y3 = y.reshape(n, o, ho * wo)
-    res3 = ins[-1].reshape(y3.shape) if has_res else y3
-    alpha, beta, k = act_args(op, y.dtype)
+    epi = epilogue_args(op, ins, y3)
     xp, e, offs = scratch
     fn = _FORWARD[parts > 1 and y.size * c * kh * kw >= PARALLEL_WORK]
-    return bound(fn, x, w.reshape(-1), y3, xp, e, offs, bias, has_bias, res3, has_res,
-                 act_code(op), alpha, beta, k, _geometry(op, x.shape, w.shape), grp, group,
+    return bound(fn, x, w.reshape(-1), y3, xp, e, offs, *epi,
+                 _geometry(op, x.shape, w.shape), grp, group,
                  parts, blocks, simd.lanes(y.dtype))
 
 

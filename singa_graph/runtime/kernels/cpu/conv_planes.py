@@ -24,7 +24,7 @@ from ....ops.conv import on_planes
 from ....runtime import threads
 from ...registry import carve, carved_bytes
 from .depthwise_loops import _fill_phases, phase_planes, phases
-from .epilogue import act_args, act_code, conv_epilogue
+from .epilogue import conv_epilogue, epilogue_args
 from .loops import bound
 from .simd import VECTOR_BYTES
 from .simd_plane import channel_tile
@@ -44,18 +44,13 @@ def chosen(op, x_shape, w_shape, y_shape, dtype) -> bool:
             and getattr(op, "algo", "auto") == "auto")
 
 
-def _geometry(op, x_shape, w_shape, y_shape):
-    (sh, sw), (pt, pl, _, _), (dh, dw) = op.stride, op.padding, op.dilation
-    return sh, sw, (w_shape[2], w_shape[3], sh, pt, pl, dh, dw)
-
-
 def _plan(op, x_shape, w_shape, y_shape):
     """``(geo, dims, parts, size)``: the geometry ``(kh, kw, s, pt, pl, dh, dw)``, the
     shapes ``(N, C, H, W, O, Ho, Wo)``, the thread parts and one channel's phase planes."""
-    sh, sw, geo = _geometry(op, x_shape, w_shape, y_shape)
+    (s, _), (pt, pl, _, _), (dh, dw) = op.stride, op.padding, op.dilation  # strides equal
     n, c, h, w = x_shape
-    o, ho, wo = w_shape[0], y_shape[2], y_shape[3]
-    kh, kw, s, _, _, dh, dw = geo
+    o, kh, kw, ho, wo = w_shape[0], w_shape[2], w_shape[3], y_shape[2], y_shape[3]
+    geo = (kh, kw, s, pt, pl, dh, dw)
     hq, wq, _ = phases(kh, kw, s, dh, dw, ho, wo)
     total = n * -(-o // BLOCK)
     parts = max(1, min(threads.num_threads(), total))
@@ -74,15 +69,10 @@ def forward(op, ins, outs, ws):
     (y,) = outs
     geo, dims, parts, size = _plan(op, x.shape, w.shape, y.shape)
     (pads,) = carve(ws, ((parts, dims[1] * size), y.dtype))
-    has_res = bool(getattr(op, "residual", False))
-    has_bias = len(ins) - has_res == 3
     n, _, _, _, o, ho, wo = dims
     y3 = y.reshape(n, o, ho * wo)
-    bias = ins[2] if has_bias else y3.reshape(-1)[:0]
-    res3 = ins[-1].reshape(n, o, ho * wo) if has_res else y3
-    alpha, beta, k = act_args(op, y.dtype)
     return bound(_forward, x.reshape(-1), w.reshape(-1), y.reshape(-1), y3, geo, dims, pads,
-                 size, parts, bias, has_bias, res3, has_res, act_code(op), alpha, beta, k)
+                 size, parts, *epilogue_args(op, ins, y3))
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -13,6 +13,7 @@ ops' buffers would hold it. The activations are the formulas of
 :mod:`singa_graph.ops.formulas`, compiled by :func:`..generate.compiled_formulas`, the same
 definitions the elementwise ops' generated kernels evaluate.
 """
+import numpy as np
 from numba import njit
 
 from ....ops import formulas
@@ -30,6 +31,24 @@ _relu, _relu6, _hardsigmoid, _sigmoid = _f.relu, _f.relu6, _f.hardsigmoid, _f.si
 def act_code(op) -> int:
     """The epilogue code of a Conv2d's ``act`` attribute."""
     return ACT_CODES[getattr(op, "act", "") or ""]
+
+
+def epilogue_args(op, ins, y_rows) -> tuple:
+    """``(bias, has_bias, res, has_res, act, alpha, beta, k)``, the epilogue's arguments in
+    :func:`conv_epilogue`'s order, of a conv step with inputs ``ins`` (input, weight[,
+    bias][, residual] as the op has them) whose output is viewed as ``y_rows``: an empty
+    bias where there is none, the residual viewed like ``y_rows`` (``y_rows`` itself where
+    there is none)."""
+    has_res = bool(getattr(op, "residual", False))
+    has_bias = len(ins) - has_res == 3
+    bias = ins[2] if has_bias else y_rows.reshape(-1)[:0]
+    res = y_rows
+    if has_res:
+        res = ins[-1].reshape(y_rows.shape)
+        if res.size and not np.may_share_memory(res, ins[-1]):  # a copy would go stale
+            raise ValueError(f"conv epilogue needs a contiguous residual, got strides "
+                             f"{ins[-1].strides} for shape {ins[-1].shape}")
+    return (bias, has_bias, res, has_res, act_code(op)) + act_args(op, y_rows.dtype)
 
 
 def act_args(op, dtype) -> tuple:

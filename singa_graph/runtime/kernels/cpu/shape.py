@@ -10,6 +10,7 @@ from ....runtime import threads
 from ...registry import kernel
 from .depthwise_channels_last import transpose_channels
 from .loops import bound
+from .simd import _Args
 
 
 def _noop():
@@ -84,13 +85,10 @@ def _copy_from(typingctx, y, yo, address, n):
     sig = types.void(y, yo, address, n)
 
     def codegen(context, builder, sig, args):
-        from numba.np.arrayobj import make_array
-        data = make_array(sig.args[0])(context, builder, args[0]).data
-        dst = builder.gep(data, [context.cast(builder, args[1], sig.args[1], types.int64)])
-        src = builder.inttoptr(context.cast(builder, args[2], sig.args[2], types.int64),
-                               ir.IntType(8).as_pointer())
-        count = context.cast(builder, args[3], sig.args[3], types.int64)
-        cgutils.raw_memcpy(builder, dst, src, count, 1)
+        a = _Args(context, builder, sig, args)
+        (data,), (yo_, address_, count) = a.pointers(0), a.ints(1, 2, 3)
+        src = builder.inttoptr(address_, ir.IntType(8).as_pointer())
+        cgutils.raw_memcpy(builder, builder.gep(data, [yo_]), src, count, 1)
         return context.get_dummy_value()
 
     return sig, codegen

@@ -72,10 +72,13 @@ def _masked(builder, vt, width):
 class _Args:
     """What an intrinsic's code generation starts from: the vector type of its arrays'
     ``dtype`` (``lanes`` of it), LLVM's masked loads and stores of it, and its arguments as
-    int64 values (:meth:`ints`) or array data pointers (:meth:`pointers`)."""
+    int64 values (:meth:`ints`) or array data pointers (:meth:`pointers`). Without
+    ``dtype``, only the arguments (an intrinsic that moves bytes)."""
 
-    def __init__(self, context, builder, sig, args, dtype):
+    def __init__(self, context, builder, sig, args, dtype=None):
         self.context, self.builder, self.sig, self.args = context, builder, sig, args
+        if dtype is None:
+            return
         self.width = 32 if dtype == types.float32 else 64
         self.lanes = lanes(dtype)
         self.vt = ir.VectorType(context.get_value_type(dtype), self.lanes)

@@ -118,8 +118,9 @@ def channel_tile(R: int, Y: int, V: int, S: int):
     yo, ys, yr, tail)``: ``R`` output channels by ``Y`` rows by ``V`` vectors of ``LANES``
     columns of the output of a dense convolution over ``nc`` input channels, each read
     from its padded plane's ``s*s`` phase planes (channel ``c``'s at ``xo + c*xc``, laid
-    out as for :func:`plane_tile`; output row ``q`` reads from phase row ``q`` on). For ``r < R`` and columns ``v*LANES + l`` (``l < tail`` in the
-    last vector) and rows ``q < Y``::
+    out as for :func:`plane_tile`; output row ``q`` reads from phase row ``q`` on). For
+    ``r < R``, columns ``v*LANES + l`` (``l < tail`` in the last vector) and rows
+    ``q < Y``::
 
         y[yo + r*ys + q*yr + v*LANES + l] = sum over (c, i, j) in that order of
             w[wo + r*wr + (c*kh + i)*kw + j]
