@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import host
 from ..errors import DTypeError, ShapeError
 from ..ir.dtypes import NARROW_FLOATS, is_float
 
 
 def vector_block(dtype) -> int:
-    """Values of ``dtype`` in a 64-byte vector: the block of output channels or columns in
-    which the CPU register tiles' weights are held (Conv2dDirect, MatMulDirect)."""
-    return 64 // np.dtype(dtype).itemsize
+    """Values of ``dtype`` in one vector register of the CPU (64 bytes with AVX-512, 32
+    with AVX2; :mod:`singa_graph.host`): the block of output channels or columns in which
+    the CPU register tiles' weights are held (Conv2dDirect, MatMulDirect)."""
+    return host.vector_bytes() // np.dtype(dtype).itemsize
 
 
 def broadcast_shape(a: tuple, b: tuple) -> tuple:

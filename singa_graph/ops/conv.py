@@ -260,11 +260,12 @@ DIRECT_MAX_PIXELS = 4096
 #: three channels 57 against 92 us (stems now take the output-row tiles, on_planes)
 DIRECT_MIN_TERMS = 64
 #: 1x1 convs go direct on planes of at most this many pixels, from this many input
-#: channels, with two vectors of output channels: elsewhere BLAS's GEMM on the input itself
+#: channels and 32 output channels (two AVX-512 vectors): elsewhere BLAS's GEMM on the input itself
 #: wins (256 -> 128 at 16x16: 175 against 195 us; 128 -> 16 at 15x15 12 against 14), here
 #: it loses (1024 -> 128 at 4x4 107 -> 42, 832 -> 384 at 2x2 56 -> 37, 512 -> 128 at 8x8
 #: 92 -> 83)
 DIRECT_POINTWISE_MAX_PIXELS, DIRECT_POINTWISE_MIN_CHANNELS = 64, 128
+DIRECT_POINTWISE_MIN_OUT_CHANNELS = 32
 #: weights of more bytes stay with the GEMM kernels: a tile streams the whole weight, and
 #: over few pixels the product waits on memory (512 -> 512 at 2x2: 261 against 302 us)
 DIRECT_MAX_WEIGHT_BYTES = 16 << 20
@@ -377,7 +378,7 @@ class Conv2dDirect(Conv2d):
             return False
         if kh * kw == 1 and (pixels > DIRECT_POINTWISE_MAX_PIXELS
                              or c < DIRECT_POINTWISE_MIN_CHANNELS
-                             or o < 2 * Conv2dDirect.block(dtype)):
+                             or o < DIRECT_POINTWISE_MIN_OUT_CHANNELS):
             return False
         # 3x3 convs that Winograd would take go direct too: in a plan its transformed
         # weights are workspace, so it transforms them again on every call. On the 2-core

@@ -83,7 +83,7 @@ def test_plain_conv_equals_the_inference_op_and_a_float64_reference(case, dtype)
 
 def test_block_weight_lays_out_blocks_of_output_channels():
     w = np.arange(40 * 3 * 2 * 2, dtype=f32).reshape(40, 3, 2, 2)
-    wb = np.full((3, 2, 2, 3, 16), np.nan, f32)
+    wb = np.full(Conv2dDirect.blocked_shape(w.shape, f32), np.nan, f32)
     conv_direct.block_weight(w, wb, 2)
     np.testing.assert_array_equal(wb, _blocked(w))
 

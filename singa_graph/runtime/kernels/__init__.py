@@ -14,9 +14,12 @@ _STAMP = "singa_graph_sources"
 
 
 def sources_digest() -> str:
-    """A digest of every kernel source and of the formulas the kernels are generated from."""
+    """A digest of every kernel source, of the formulas the kernels are generated from and
+    of the vector registers they are sized for (their width is a constant in the code)."""
+    from ... import host
+
     files = sorted(_ROOT.rglob("*.py")) + [_ROOT.parent.parent / "ops" / "formulas.py"]
-    h = hashlib.sha256()
+    h = hashlib.sha256(f"{host.vector_bytes()} {host.vector_registers()}".encode())
     for f in files:
         h.update(f.name.encode())
         h.update(f.read_bytes())

@@ -30,6 +30,8 @@ side so that a tile's rows span samples. Every output is one fused-multiply-add 
 ``(i, j, c)`` order, so results do not depend on the thread count; they differ from the
 im2col kernel's in the last bits.
 """
+from types import FunctionType
+
 import numpy as np
 from numba import njit, prange, uintp
 
@@ -41,27 +43,27 @@ from .depthwise_channels_last import rows_to_planes
 from .epilogue import conv_epilogue, epilogue_args
 from .loops import PARALLEL_WORK, bound, loops
 
-#: output pixels of a full tile
-ROWS = 8
+#: output pixels of a full tile: its ``ROWS x 2`` vectors of sums, the two weight vectors
+#: and the broadcast input fit the target's registers (32 with AVX-512, 16 with AVX2,
+#: where 8 x 2 tiles spilled: squeezenet1_1's 16 -> 64 3x3 at 15x15 206 us against
+#: onnxruntime's 76 on a 2-core AMD EPYC)
+ROWS = 8 if simd.REGISTERS >= 32 else 6
 
-T81, T82, T41, T42 = simd.tile(8, 1), simd.tile(8, 2), simd.tile(4, 1), simd.tile(4, 2)
-T21, T22, T11, T12 = simd.tile(2, 1), simd.tile(2, 2), simd.tile(1, 1), simd.tile(1, 2)
 
-
-@njit(inline="always")
 def _tile(rows, vecs, x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail):
-    """The tile of ``rows`` pixels x ``vecs`` vectors (simd.tile's arguments)."""
+    """The tile of ``rows`` (ROWS, 4, 2 or 1) pixels x ``vecs`` vectors (simd.tile's
+    arguments); ``TR1`` ... ``T12`` are one family's tiles (:func:`_with`)."""
     if vecs == 2:
-        if rows == 8:
-            T82(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+        if rows == ROWS:
+            TR2(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
         elif rows == 4:
             T42(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
         elif rows == 2:
             T22(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
         else:
             T12(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
-    elif rows == 8:
-        T81(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+    elif rows == ROWS:
+        TR1(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
     elif rows == 4:
         T41(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
     elif rows == 2:
@@ -70,9 +72,8 @@ def _tile(rows, vecs, x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri,
         T11(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
 
 
-@njit(inline="always")
-def columns(x, offs, rows_, w, wstep, wr, wv, e, es, e0, nc, kh, kw, ri, rj, rc, o0, o1, lanes,
-            og, cg, cmax):
+def _columns(x, offs, rows_, w, wstep, wr, wv, e, es, e0, nc, kh, kw, ri, rj, rc, o0, o1,
+             lanes, og, cg, cmax):
     """Output columns ``[o0, o1)`` of ``rows_`` rows (pixels), tile by tile: two vectors of
     columns at a time, over every row, so a block's weights are read from memory once and
     then from cache. Column ``o``'s block of weights starts at ``(o // lanes) * wstep``
@@ -80,7 +81,7 @@ def columns(x, offs, rows_, w, wstep, wr, wv, e, es, e0, nc, kh, kw, ri, rj, rc,
     ``p*es + o - e0``. Each vector reads its ``nc`` channels from channel
     ``min((o // og) * cg, cmax)`` on (Conv2dDirect.group_start; ``og`` outputs and ``cg``
     inputs a group, ``og >= o1`` and ``cmax = 0`` for one group), so where the columns
-    span groups a tile takes one vector."""
+    span groups a tile takes one vector. ``_tile`` is one family's (:func:`_with`)."""
     o = o0
     grouped = og < o1  # [o0, o1) spans more than the first group
     while o < o1:
@@ -90,11 +91,32 @@ def columns(x, offs, rows_, w, wstep, wr, wv, e, es, e0, nc, kh, kw, ri, rj, rc,
         p = 0
         while p < rows_:
             left = rows_ - p
-            rows = 8 if left >= 8 else (4 if left >= 4 else (2 if left >= 2 else 1))
+            rows = ROWS if left >= ROWS else (4 if left >= 4 else (2 if left >= 2 else 1))
             _tile(rows, vecs, x, xo, offs, p, w, (o // lanes) * wstep, wr, wv, e,
                   p * es + o - e0, es, nc, kh, kw, ri, rj, rc, tail)
             p += rows
         o += lanes * vecs
+
+
+def _with(fn, **names):
+    """``fn`` compiled (inlined into its callers) with the globals ``names`` replaced: one
+    Python function serves both tile families."""
+    return njit(inline="always")(FunctionType(fn.__code__, dict(fn.__globals__, **names),
+                                              fn.__name__))
+
+
+def _family(padded):
+    shapes = {"TR1": (ROWS, 1), "TR2": (ROWS, 2), "T41": (4, 1), "T42": (4, 2),
+              "T21": (2, 1), "T22": (2, 2), "T11": (1, 1), "T12": (1, 2)}
+    return _with(_tile, **{k: simd.tile(r, v, padded) for k, (r, v) in shapes.items()})
+
+
+#: :func:`_columns` on weights in blocks filled up with zeros (Conv2dDirect's, a
+#: MatMulDirect's copy): plain loads
+columns = _with(_columns, _tile=_family(True))
+#: :func:`_columns` on a weight read where it is (a MatMulDirect's ``(K, N)``): masked
+#: loads for the last vector, prefetch hints a few rows ahead
+columns_in_place = _with(_columns, _tile=_family(False))
 
 
 @njit(cache=True, nogil=True)

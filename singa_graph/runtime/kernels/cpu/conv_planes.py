@@ -26,13 +26,15 @@ from ...registry import carve, carved_bytes
 from .depthwise_loops import _fill_phases, phase_planes, phases
 from .epilogue import conv_epilogue, epilogue_args
 from .loops import bound
+from . import simd
 from .simd import VECTOR_BYTES
 from .simd_plane import channel_tile
 
 #: a full tile: output channels by output rows (by two vectors of columns). Batch 2, two
 #: threads (2026-11-28), against 8 channels of one row: at 224x224 input 3 -> 64 3x3 stride
-#: 2 0.92x and 7x7 0.94x, at 64x64 even; 8 channels by 2 rows (32 sums) spilled: 1.15-1.6x
-BLOCK, ROWS = 4, 2
+#: 2 0.92x and 7x7 0.94x, at 64x64 even; 8 channels by 2 rows (32 sums) spilled: 1.15-1.6x.
+#: AVX2's 16 registers hold the sums of one row
+BLOCK, ROWS = 4, (2 if simd.REGISTERS >= 32 else 1)
 
 
 def chosen(op, x_shape, w_shape, y_shape, dtype) -> bool:
@@ -127,7 +129,7 @@ def _part(x, w, y, y3, geo, dims, pads, size, parts, bias, has_bias, res3, has_r
 
 _ARGS = "x, xo, xs, hq, s, nc, xc, kh, kw, dh, dw, w, wo, wr, y, yo, ys, yr, tail"
 #: (R, Y, V, S) of every tile :func:`_part` calls
-_SHAPES = [(r, q, v, st) for st in (1, 2) for r in (BLOCK, 1) for q in (ROWS, 1)
+_SHAPES = [(r, q, v, st) for st in (1, 2) for r in (BLOCK, 1) for q in {ROWS: 0, 1: 0}
            for v in (2, 1)]
 _TILES = {shape: channel_tile(*shape) for shape in _SHAPES}
 

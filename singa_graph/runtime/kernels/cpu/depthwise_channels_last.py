@@ -54,6 +54,12 @@ def forward_scratch(c, h, w, ho, wo, per_sample) -> int:
     return -(-c // per_sample) * (h * w + ho * wo)
 
 
+#: vectors of channels in a border pixel's tile (WIDE) and in the halves of a block that
+#: the inner pixels' 4-pixel tiles take (HALF): with AVX2's 16 registers 4 x 4 tiles
+#: spilled their sums
+HALF = 4 if simd.REGISTERS >= 32 else 2
+WIDE = 2 * HALF
+
 #: channel transposes run in 8 x 8 blocks in vector registers (simd_transpose.py), 2x2
 #: planes 16 channels at a time, the pixels and channels past the last whole block element
 #: by element. Against the element loops in 32 x 32 tiles that they replaced, one thread
@@ -157,10 +163,10 @@ def _tap_products(mode, a, b, wt, wc, w0, geo, dims, cc):
 @njit(cache=True, nogil=True, inline="always")
 def _tile(R, V, x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo,
           ys, tail):
-    """simd.depthwise_tile(R, V) for R in (4, 1), V in 1-4, and (1, 8): Numba needs each
-    intrinsic called by its name."""
-    if V == 8:
-        _T18(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo, ys, tail)
+    """simd.depthwise_tile(R, V) for R in (4, 1), V in 1-4, and (1, WIDE): Numba needs
+    each intrinsic called by its name."""
+    if V == WIDE:
+        _T1W(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo, ys, tail)
     elif R == 4:
         if V == 4:
             _T44(x, xo, xs, ri, rj, kh, kw, w, wo, wi, wj, bias, bo, has_bias, y, yo,
@@ -204,10 +210,10 @@ def tiled_taps(y, x, wt, wc, w0, bias, bias0, has_bias, geo, dims, n, c0, c1):
     """Channels ``[c0, c1)`` of sample ``n`` of the channels-last ``x`` (flat, ``dims`` as
     in depthwise_loops.py; weights ``(kh, kw, wc)``, channel ``c`` at ``w0 + c``;
     ``bias[bias0 + c]`` for channel ``c``)
-    into ``y`` on the register tiles (simd.depthwise_tile), in blocks of up to 8 vectors of
+    into ``y`` on the register tiles (simd.depthwise_tile), in blocks of up to WIDE vectors of
     channels: in each output row the pixels whose taps lie inside the input's columns 4 at
-    a time (two tiles of up to 4 vectors), the pixels by the left and right borders one by
-    one with their taps cut to those inside (one tile of 8 vectors where the block is
+    a time (two tiles of up to HALF vectors), the pixels by the left and right borders one by
+    one with their taps cut to those inside (one tile of WIDE vectors where the block is
     whole), and the rows by the top and bottom borders with their tap rows cut the same
     way. Every output takes the bias, then its taps inside the input in row-major order,
     as the loop kernels do.
@@ -224,13 +230,13 @@ def tiled_taps(y, x, wt, wc, w0, bias, bias0, has_bias, geo, dims, n, c0, c1):
     # output columns whose taps all read inside the row
     xa = min(wo, (pl + s - 1) // s)
     xb = max(xa, min(wo, (wi - 1 - (kw - 1) * dw + pl) // s + 1))
-    for cb in range(c0, c1, 8 * lanes):
-        # the block's channels as a whole 8-vector tile, or as up to two of <= 4 vectors
-        whole = c1 - cb >= 8 * lanes
-        nv0 = min(4, (c1 - cb + lanes - 1) // lanes)
+    for cb in range(c0, c1, WIDE * lanes):
+        # the block's channels as a whole WIDE-vector tile, or as up to two of <= HALF vectors
+        whole = c1 - cb >= WIDE * lanes
+        nv0 = min(HALF, (c1 - cb + lanes - 1) // lanes)
         tail0 = min(lanes, c1 - cb - (nv0 - 1) * lanes)
-        cb1 = cb + 4 * lanes
-        nv1 = min(4, (c1 - cb1 + lanes - 1) // lanes) if cb1 < c1 else 0
+        cb1 = cb + HALF * lanes
+        nv1 = min(HALF, (c1 - cb1 + lanes - 1) // lanes) if cb1 < c1 else 0
         tail1 = min(lanes, c1 - cb1 - (nv1 - 1) * lanes) if nv1 else 0
         for oy in range(ho):
             y0 = oy * s - pt
@@ -248,11 +254,11 @@ def tiled_taps(y, x, wt, wc, w0, bias, bias0, has_bias, geo, dims, n, c0, c1):
                 wo_ = (i0 * kw + j0) * wc + w0
                 yo = (yrow + ox) * c_
                 # a whole block's first half ends on a whole vector (tail0 == lanes)
-                v0 = 8 if r == 1 and whole else nv0
+                v0 = WIDE if r == 1 and whole else nv0
                 _tile(r, v0, x, xo + cb, s * c_, dh * wi * c_, dw * c_, i1 - i0, j1 - j0,
                       wt, wo_ + cb, kw * wc, wc, bias, bias0 + cb, has_bias, y, yo + cb, c_,
                       tail0)
-                if nv1 and v0 < 8:
+                if nv1 and v0 < WIDE:
                     _tile(r, nv1, x, xo + cb1, s * c_, dh * wi * c_, dw * c_, i1 - i0,
                           j1 - j0, wt, wo_ + cb1, kw * wc, wc, bias, bias0 + cb1, has_bias,
                           y, yo + cb1, c_, tail1)
@@ -402,4 +408,4 @@ def transpose_channels(x, y, n_, c_, hw, to_last, parts):
 
 _T44, _T43, _T42, _T41, _T14, _T13, _T12, _T11 = (
     simd.depthwise_tile(r, v) for r in (4, 1) for v in (4, 3, 2, 1))
-_T18 = simd.depthwise_tile(1, 8)
+_T1W = simd.depthwise_tile(1, WIDE)

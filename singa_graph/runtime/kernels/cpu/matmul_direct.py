@@ -24,7 +24,7 @@ from numba import prange
 from ....runtime import threads
 from ...registry import carve, carved_bytes, kernel
 from . import simd
-from .conv_direct import SPLIT_WEIGHT_BYTES, columns
+from .conv_direct import SPLIT_WEIGHT_BYTES, columns, columns_in_place
 from .epilogue import act_args, rows_epilogue
 from .loops import PARALLEL_WORK, bound, loops
 
@@ -59,8 +59,12 @@ def product(x, w, y, offs, bias, has_bias, res, has_res, act, alpha, beta, const
             o1 = min(n_, lanes * ((t + 1) * nv // parts))
         for b0 in range(r0, r1, ROWS_BLOCK):
             b1 = min(b0 + ROWS_BLOCK, r1)
-            columns(xf, offs[b0:], b1 - b0, w, wstep, wrow, wvec, yf[b0 * n_:], n_, 0, k_,
-                    1, 1, 0, 0, 1, o0, o1, lanes, n_, 0, 0)
+            if blocked:
+                columns(xf, offs[b0:], b1 - b0, w, wstep, wrow, wvec, yf[b0 * n_:], n_, 0,
+                        k_, 1, 1, 0, 0, 1, o0, o1, lanes, n_, 0, 0)
+            else:
+                columns_in_place(xf, offs[b0:], b1 - b0, w, wstep, wrow, wvec, yf[b0 * n_:],
+                                 n_, 0, k_, 1, 1, 0, 0, 1, o0, o1, lanes, n_, 0, 0)
             if by_rows:  # whole rows: contiguous, so the epilogue's loops vectorise
                 rows_epilogue(y[b0:b1], bias, has_bias, res[b0:b1], has_res, act, alpha,
                               beta, consts)

@@ -9,8 +9,9 @@ value: this shifted form keeps the variance accurate when |mean| >> std, as the 
 form did, without a second pass. Small inputs run on one thread (see ``loops.PARALLEL_WORK``).
 """
 import numpy as np
-from numba import get_num_threads, njit, prange, uintp
+from numba import njit, prange, uintp
 
+from ....runtime import threads
 from ...registry import carve, carved_bytes, kernel
 from .loops import bound, loops, pick
 
@@ -106,17 +107,17 @@ def _BN_TRAIN(x, scale, bias, y, mean_out, inv_out, rm, rv, momentum, eps, relu)
 
 
 @loops
-def _BN_EVAL(x, s, scale, bias, rm, rv, y, eps, relu, ab):
+def _BN_EVAL(x, s, scale, bias, rm, rv, y, eps, relu, ab, parts):
     # ``x``, ``y`` flat, ``s`` values a plane; each channel's a and b first, for all
     # channels in one vectorised pass into the workspace ``ab``, not a square root and a
-    # division per (n, c) plane. Then a flat range of planes per thread
+    # division per (n, c) plane. Then a flat range of planes for each of ``parts`` threads
+    # (a count from the caller: numba.get_num_threads() here kept the kernel from caching)
     c_ = scale.shape[0]
     r_ = x.shape[0] // s if s else 0
     for c in range(c_):
         ab[0, c] = scale[c] / np.sqrt(rv[c] + eps)
     for c in range(c_):
         ab[1, c] = bias[c] - rm[c] * ab[0, c]
-    parts = get_num_threads()
     for t in prange(parts):
         r0, r1 = t * r_ // parts, (t + 1) * r_ // parts
         c = r0 % c_  # then counted, not a division per plane
@@ -186,8 +187,9 @@ def batchnorm_2d(op, ins, outs, ws):
         return bound(train, x3, scale, bias, y3, mean, inv, rm, rv, mom, eps, relu)
     ev = pick(_BN_EVAL, x.size)
     (ab,) = carve(ws, ((2, scale.shape[0]), np.float64))
+    parts = threads.num_threads() if ev is _BN_EVAL[True] else 1
     return bound(ev, x3.reshape(-1), x3.shape[2], scale, bias, rm, rv, y3.reshape(-1), eps,
-                 relu, ab)
+                 relu, ab, parts)
 
 
 @kernel("BatchNorm2dGrad")

@@ -31,8 +31,13 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array
 
-#: bytes of one vector register (AVX-512); LLVM splits wider-than-native vectors itself
-VECTOR_BYTES = 64
+from .... import host
+
+#: bytes of one vector register of the target (singa_graph.host); LLVM splits vectors
+#: wider than the machine's itself, so every width is correct everywhere
+VECTOR_BYTES = host.vector_bytes()
+#: vector registers of the target: how many running sums a tile may hold
+REGISTERS = host.vector_registers()
 
 _I1, _I32, _I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 _I8P = ir.IntType(8).as_pointer()
@@ -92,6 +97,42 @@ class _Args:
         return [make_array(self.sig.args[i])(self.context, self.builder, self.args[i]).data
                 for i in which]
 
+    def plain(self):
+        """``(load, store)`` with the masked ones' arguments but plain memory accesses (the
+        mask unread): for vectors known to be whole."""
+        b, align = self.builder, 4 if self.width == 32 else 8
+        return (lambda p, m, keep=None: b.load(p, align=align),
+                lambda v, p, m: b.store(v, p, align=align))
+
+    def whole_or_masked(self, tail, emit):
+        """``emit(load, store)`` twice, under a branch on ``tail`` (an int64 value: the
+        lanes of the last vector): with plain loads and stores where it is whole, with
+        masked ones otherwise. AVX-512 keeps a mask in a mask register; AVX2 has none,
+        so a masked load builds its mask from vectors, and in a loop LLVM rebuilt it on
+        every step and spilled the tile's other values for it (on a 2-core AMD EPYC a
+        16 -> 64 3x3 conv at 15x15 took 1.5x as long with masked loads of whole
+        vectors)."""
+        whole = self.builder.icmp_signed("==", tail, ir.Constant(_I64, self.lanes))
+        with self.builder.if_else(whole) as (then, otherwise):
+            with then:
+                emit(*self.plain())
+            with otherwise:
+                emit(self.load, self.store)
+
+    def checked_store(self, tail):
+        """A ``store`` like the masked one that stores plainly where ``tail`` (an int64
+        value: the lanes of the last vector) is whole: AVX2's masked stores are slow."""
+        whole = self.builder.icmp_signed("==", tail, ir.Constant(_I64, self.lanes))
+        plain = self.plain()[1]
+
+        def store(v, p, m):
+            with self.builder.if_else(whole) as (then, otherwise):
+                with then:
+                    plain(v, p, m)
+                with otherwise:
+                    self.store(v, p, m)
+        return store
+
     def vector_masks(self, count, tail):
         """The masks of ``count`` vectors whose last one holds ``tail`` lanes (an int64
         value), the others all theirs."""
@@ -102,11 +143,16 @@ class _Args:
             + [last]
 
 
-def tile(R: int, V: int):
+def tile(R: int, V: int, padded: bool = False):
     """The intrinsic ``tile(x, xo, offs, p0, w, wo, wr, wv, y, yo, ys, nc, kh, kw, ri, rj, rc,
     tail)`` described above, for ``R`` rows and ``V`` vectors (see the module's docstring).
     ``x``, ``w``, ``y`` are 1-d float arrays of one dtype, ``offs`` a 1-d int64 array; all
-    offsets are in elements."""
+    offsets are in elements. ``padded``: every weight vector is whole (blocks filled up
+    with zeros, as Conv2dDirect's and MatMulDirect's copies are), so it is read with a
+    plain load and no prefetch hint. AVX2 has no mask registers: there a masked load
+    costs a mask built from vectors, which LLVM rebuilt on every step and which pushed the
+    broadcast inputs out of the 16 registers (squeezenet1_1's 16 -> 64 3x3 at 15x15, AMD
+    EPYC: see conv_direct.ROWS)."""
 
     @intrinsic
     def call(typingctx, x, xo, offs, p0, w, wo, wr, wv, y, yo, ys, nc, kh, kw, ri, rj, rc,
@@ -116,7 +162,7 @@ def tile(R: int, V: int):
 
         def codegen(context, builder, sig, args):
             a = _Args(context, builder, sig, args, y.dtype)
-            n, vt, load, store = a.lanes, a.vt, a.load, a.store
+            n, vt = a.lanes, a.vt
             fma = cgutils.get_or_insert_function(
                 builder.module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fma.v{n}f{a.width}")
 
@@ -135,46 +181,60 @@ def tile(R: int, V: int):
             prefetch = cgutils.get_or_insert_function(
                 builder.module, ir.FunctionType(ir.VoidType(), [_I8P, _I32, _I32, _I32]),
                 "llvm.prefetch.p0i8")
-            rows = [builder.add(xo_, builder.load(at(op, builder.add(p0_, const(r)))))
-                    for r in range(R)]
-            # zeroed on every call: an inlined tile runs inside its caller's loops
-            acc = [[cgutils.alloca_once(builder, vt) for _ in range(V)] for _ in range(R)]
-            for r in range(R):
-                for v in range(V):
-                    builder.store(ir.Constant(vt, [0.0] * n), acc[r][v])
-            vectors = [builder.mul(const(v), wv_) for v in range(V)]
-            with cgutils.for_range(builder, kh_) as li:
-                xi = builder.mul(li.index, ri_)
-                wi = builder.mul(li.index, kw_)
-                with cgutils.for_range(builder, kw_) as lj:
-                    xj = builder.add(xi, builder.mul(lj.index, rj_))
-                    wj = builder.mul(builder.add(wi, lj.index), nc_)
-                    with cgutils.for_range(builder, nc_) as lc:
-                        xc = builder.add(xj, builder.mul(lc.index, rc_))
-                        wa = builder.add(wo_, builder.mul(builder.add(wj, lc.index), wr_))
-                        wv = [load(at(wp, builder.add(wa, vectors[v]), True),
-                                   masks[v]) for v in range(V)]
-                        ahead = builder.add(wa, builder.mul(const(PREFETCH_ROWS), wr_))
-                        for v in range(V):
-                            builder.call(prefetch, [builder.bitcast(
-                                at(wp, builder.add(ahead, vectors[v])), _I8P),
-                                ir.Constant(_I32, 0), ir.Constant(_I32, 3),
-                                ir.Constant(_I32, 1)])
-                        for r in range(R):
-                            s = builder.load(at(xp, builder.add(rows[r], xc)))
-                            b = builder.shuffle_vector(
-                                builder.insert_element(ir.Constant(vt, None), s,
-                                                       ir.Constant(_I32, 0)),
-                                ir.Constant(vt, None), splat)
-                            for v in range(V):
-                                builder.store(builder.call(fma, [b, wv[v],
-                                                                 builder.load(acc[r][v])]),
-                                              acc[r][v])
-            for r in range(R):
-                yr = builder.add(yo_, builder.mul(const(r), ys_))
-                for v in range(V):
-                    store(builder.load(acc[r][v]), at(yp, builder.add(yr, const(v * n)), True),
-                          masks[v])
+
+            def emit(load, store):
+                rows = [builder.add(xo_, builder.load(at(op, builder.add(p0_, const(r)))))
+                        for r in range(R)]
+                # zeroed on every call: an inlined tile runs inside its caller's loops
+                acc = [[cgutils.alloca_once(builder, vt) for _ in range(V)]
+                       for _ in range(R)]
+                for r in range(R):
+                    for v in range(V):
+                        builder.store(ir.Constant(vt, [0.0] * n), acc[r][v])
+                vectors = [builder.mul(const(v), wv_) for v in range(V)]
+                # the channel loop's offsets into x and w, stepped by adds
+                xa = cgutils.alloca_once(builder, _I64)
+                wa = cgutils.alloca_once(builder, _I64)
+                with cgutils.for_range(builder, kh_) as li:
+                    xi = builder.mul(li.index, ri_)
+                    wi = builder.mul(li.index, kw_)
+                    with cgutils.for_range(builder, kw_) as lj:
+                        builder.store(builder.add(xi, builder.mul(lj.index, rj_)), xa)
+                        builder.store(builder.add(wo_, builder.mul(builder.mul(
+                            builder.add(wi, lj.index), nc_), wr_)), wa)
+                        with cgutils.for_range(builder, nc_):
+                            xc, wc = builder.load(xa), builder.load(wa)
+                            wv = [load(at(wp, builder.add(wc, vectors[v]), True), masks[v])
+                                  for v in range(V)]
+                            if not padded:
+                                ahead = builder.add(wc, builder.mul(const(PREFETCH_ROWS),
+                                                                    wr_))
+                                for v in range(V):
+                                    builder.call(prefetch, [builder.bitcast(
+                                        at(wp, builder.add(ahead, vectors[v])), _I8P),
+                                        ir.Constant(_I32, 0), ir.Constant(_I32, 3),
+                                        ir.Constant(_I32, 1)])
+                            for r in range(R):
+                                s = builder.load(at(xp, builder.add(rows[r], xc)))
+                                b = builder.shuffle_vector(
+                                    builder.insert_element(ir.Constant(vt, None), s,
+                                                           ir.Constant(_I32, 0)),
+                                    ir.Constant(vt, None), splat)
+                                for v in range(V):
+                                    builder.store(builder.call(
+                                        fma, [b, wv[v], builder.load(acc[r][v])]), acc[r][v])
+                            builder.store(builder.add(xc, rc_), xa)
+                            builder.store(builder.add(wc, wr_), wa)
+                for r in range(R):
+                    yr = builder.add(yo_, builder.mul(const(r), ys_))
+                    for v in range(V):
+                        store(builder.load(acc[r][v]),
+                              at(yp, builder.add(yr, const(v * n)), True), masks[v])
+
+            if padded:  # whole weight vectors: only the last stores may need masks
+                emit(a.plain()[0], a.checked_store(tail_))
+            else:
+                a.whole_or_masked(tail_, emit)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -335,7 +395,7 @@ def depthwise_tile(R: int, V: int):
 
         def codegen(context, builder, sig, args):
             a = _Args(context, builder, sig, args, y.dtype)
-            L, vt, load, store = a.lanes, a.vt, a.load, a.store
+            L, vt = a.lanes, a.vt
             xo_, xs_, ri_, rj_, kh_, kw_, wo_, wi_, wj_, bo_, hb_, yo_, ys_, tail_ = \
                 a.ints(1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 13, 15, 16, 17)
             xp, wp, bp, yp = a.pointers(0, 7, 11, 14)
@@ -348,37 +408,40 @@ def depthwise_tile(R: int, V: int):
             def vec(base, index):
                 return builder.bitcast(builder.gep(base, [index]), vt.as_pointer())
 
-            acc = [[cgutils.alloca_once(builder, vt) for _ in range(V)] for _ in range(R)]
-            start = [cgutils.alloca_once(builder, vt) for _ in range(V)]
-            for v in range(V):
-                builder.store(zero, start[v])
-            with builder.if_then(builder.icmp_unsigned("!=", hb_, const(0))):
+            def emit(load, store):
+                acc = [[cgutils.alloca_once(builder, vt) for _ in range(V)] for _ in range(R)]
+                start = [cgutils.alloca_once(builder, vt) for _ in range(V)]
                 for v in range(V):
-                    builder.store(load(vec(bp, builder.add(bo_, const(v * L))), masks[v]),
-                                  start[v])
-            for v in range(V):
-                first = builder.load(start[v])
-                for r in range(R):
-                    builder.store(first, acc[r][v])
-            with cgutils.for_range(builder, kh_) as li:
-                xi = builder.add(xo_, builder.mul(li.index, ri_))
-                wii = builder.add(wo_, builder.mul(li.index, wi_))
-                with cgutils.for_range(builder, kw_) as lj:
-                    xj = builder.add(xi, builder.mul(lj.index, rj_))
-                    wj = builder.add(wii, builder.mul(lj.index, wj_))
-                    wv = [load(vec(wp, builder.add(wj, const(v * L))), masks[v])
-                          for v in range(V)]
+                    builder.store(zero, start[v])
+                with builder.if_then(builder.icmp_unsigned("!=", hb_, const(0))):
+                    for v in range(V):
+                        builder.store(load(vec(bp, builder.add(bo_, const(v * L))), masks[v]),
+                                      start[v])
+                for v in range(V):
+                    first = builder.load(start[v])
                     for r in range(R):
-                        xr = builder.add(xj, builder.mul(const(r), xs_))
-                        for v in range(V):
-                            xv = load(vec(xp, builder.add(xr, const(v * L))), masks[v])
-                            builder.store(builder.fadd(builder.load(acc[r][v]),
-                                                       builder.fmul(wv[v], xv)), acc[r][v])
-            for r in range(R):
-                yr = builder.add(yo_, builder.mul(const(r), ys_))
-                for v in range(V):
-                    store(builder.load(acc[r][v]), vec(yp, builder.add(yr, const(v * L))),
-                          masks[v])
+                        builder.store(first, acc[r][v])
+                with cgutils.for_range(builder, kh_) as li:
+                    xi = builder.add(xo_, builder.mul(li.index, ri_))
+                    wii = builder.add(wo_, builder.mul(li.index, wi_))
+                    with cgutils.for_range(builder, kw_) as lj:
+                        xj = builder.add(xi, builder.mul(lj.index, rj_))
+                        wj = builder.add(wii, builder.mul(lj.index, wj_))
+                        wv = [load(vec(wp, builder.add(wj, const(v * L))), masks[v])
+                              for v in range(V)]
+                        for r in range(R):
+                            xr = builder.add(xj, builder.mul(const(r), xs_))
+                            for v in range(V):
+                                xv = load(vec(xp, builder.add(xr, const(v * L))), masks[v])
+                                builder.store(builder.fadd(builder.load(acc[r][v]),
+                                                           builder.fmul(wv[v], xv)), acc[r][v])
+                for r in range(R):
+                    yr = builder.add(yo_, builder.mul(const(r), ys_))
+                    for v in range(V):
+                        store(builder.load(acc[r][v]), vec(yp, builder.add(yr, const(v * L))),
+                              masks[v])
+
+            a.whole_or_masked(tail_, emit)
             return context.get_dummy_value()
 
         return sig, codegen

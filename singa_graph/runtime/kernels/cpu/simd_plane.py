@@ -44,7 +44,7 @@ def plane_tile(R: int, V: int, S: int):
 
         def codegen(context, builder, sig, args):
             a = _Args(context, builder, sig, args, y.dtype)
-            L, vt, load, store = a.lanes, a.vt, a.load, a.store
+            L, vt = a.lanes, a.vt
             xo_, xs_, hq_, s_, kh_, kw_, dh_, dw_, wo_, wt_, ai_, re_, yo_, ys_, tail_ = \
                 a.ints(1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 13, 14, 16, 17, 18)
             xp, wp, yp = a.pointers(0, 9, 15)
@@ -59,35 +59,38 @@ def plane_tile(R: int, V: int, S: int):
             def vec(base, index):
                 return builder.bitcast(builder.gep(base, [index]), vt.as_pointer())
 
-            outs = [[builder.add(yo_, builder.add(builder.mul(const(r), ys_), const(v * L)))
-                     for v in range(V)] for r in range(R)]
-            acc = [[cgutils.alloca_once(builder, vt) for _ in range(V)] for _ in range(R)]
-            start = _splat(builder, context.cast(builder, args[12], sig.args[12], y.dtype), vt)
-            accumulate = builder.icmp_unsigned("!=", ai_, const(0))
-            for r in range(R):
-                for v in range(V):
-                    builder.store(start, acc[r][v])
-            with builder.if_then(accumulate):
+            def emit(load, store):
+                outs = [[builder.add(yo_, builder.add(builder.mul(const(r), ys_), const(v * L)))
+                         for v in range(V)] for r in range(R)]
+                acc = [[cgutils.alloca_once(builder, vt) for _ in range(V)] for _ in range(R)]
+                start = _splat(builder, context.cast(builder, args[12], sig.args[12], y.dtype), vt)
+                accumulate = builder.icmp_unsigned("!=", ai_, const(0))
                 for r in range(R):
                     for v in range(V):
-                        builder.store(load(vec(yp, outs[r][v]), masks[v]), acc[r][v])
-            with _taps(builder, stride, hq_, xs_, kh_, kw_, dh_, dw_) as (t, off):
-                wv = _splat(builder, builder.load(builder.gep(
-                    wp, [builder.add(wo_, builder.mul(t, wt_))])), vt)
-                base = builder.add(xo_, off)
+                        builder.store(start, acc[r][v])
+                with builder.if_then(accumulate):
+                    for r in range(R):
+                        for v in range(V):
+                            builder.store(load(vec(yp, outs[r][v]), masks[v]), acc[r][v])
+                with _taps(builder, stride, hq_, xs_, kh_, kw_, dh_, dw_) as (t, off):
+                    wv = _splat(builder, builder.load(builder.gep(
+                        wp, [builder.add(wo_, builder.mul(t, wt_))])), vt)
+                    base = builder.add(xo_, off)
+                    for r in range(R):
+                        xr = builder.add(base, builder.mul(const(r), xs_))
+                        for v in range(V):
+                            xv = load(vec(xp, builder.add(xr, const(v * L))), masks[v])
+                            builder.store(builder.fadd(builder.load(acc[r][v]),
+                                                       builder.fmul(wv, xv)), acc[r][v])
+                clip = builder.icmp_unsigned("!=", re_, const(0))
                 for r in range(R):
-                    xr = builder.add(base, builder.mul(const(r), xs_))
                     for v in range(V):
-                        xv = load(vec(xp, builder.add(xr, const(v * L))), masks[v])
-                        builder.store(builder.fadd(builder.load(acc[r][v]),
-                                                   builder.fmul(wv, xv)), acc[r][v])
-            clip = builder.icmp_unsigned("!=", re_, const(0))
-            for r in range(R):
-                for v in range(V):
-                    f = builder.load(acc[r][v])
-                    neg = builder.and_(builder.fcmp_ordered("<", f, zero),
-                                       _splat(builder, clip, ir.VectorType(ir.IntType(1), L)))
-                    store(builder.select(neg, zero, f), vec(yp, outs[r][v]), masks[v])
+                        f = builder.load(acc[r][v])
+                        neg = builder.and_(builder.fcmp_ordered("<", f, zero),
+                                           _splat(builder, clip, ir.VectorType(ir.IntType(1), L)))
+                        store(builder.select(neg, zero, f), vec(yp, outs[r][v]), masks[v])
+
+            a.whole_or_masked(tail_, emit)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -140,7 +143,7 @@ def channel_tile(R: int, Y: int, V: int, S: int):
 
         def codegen(context, builder, sig, args):
             a = _Args(context, builder, sig, args, y.dtype)
-            L, vt, load, store = a.lanes, a.vt, a.load, a.store
+            L, vt = a.lanes, a.vt
             xo_, xs_, hq_, s_, nc_, xc_, kh_, kw_, dh_, dw_, wo_, wr_, yo_, ys_, yr_, tail_ = \
                 a.ints(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 13, 15, 16, 17, 18)
             xp, wp, yp = a.pointers(0, 11, 14)
@@ -155,33 +158,36 @@ def channel_tile(R: int, Y: int, V: int, S: int):
                 return builder.bitcast(builder.gep(base, [index]), vt.as_pointer())
 
             stride = const(S) if S else s_
-            cells = [(q, v) for q in range(Y) for v in range(V)]
-            acc = [[cgutils.alloca_once(builder, vt) for _ in cells] for _ in range(R)]
-            for r in range(R):
-                for u in range(len(cells)):
-                    builder.store(ir.Constant(vt, [0.0] * L), acc[r][u])
-            taps = builder.mul(kh_, kw_)
-            with cgutils.for_range(builder, nc_) as lc:
-                xc0 = builder.add(xo_, builder.mul(lc.index, xc_))
-                wc0 = builder.add(wo_, builder.mul(lc.index, taps))
-                with _taps(builder, stride, hq_, xs_, kh_, kw_, dh_, dw_) as (t, off):
-                    base = builder.add(xc0, off)
-                    xv = [load(vec(xp, builder.add(builder.add(base, builder.mul(const(q), xs_)),
-                                                   const(v * L))), masks[v])
-                          for q, v in cells]
-                    wt = builder.add(wc0, t)
-                    for r in range(R):
-                        wv = _splat(builder, builder.load(builder.gep(
-                            wp, [builder.add(wt, builder.mul(const(r), wr_))])), vt)
-                        for u in range(len(cells)):
-                            builder.store(builder.call(fma, [wv, xv[u],
-                                                             builder.load(acc[r][u])]),
-                                          acc[r][u])
-            for r in range(R):
-                for u, (q, v) in enumerate(cells):
-                    at = builder.add(builder.add(yo_, builder.mul(const(r), ys_)),
-                                     builder.add(builder.mul(const(q), yr_), const(v * L)))
-                    store(builder.load(acc[r][u]), vec(yp, at), masks[v])
+            def emit(load, store):
+                cells = [(q, v) for q in range(Y) for v in range(V)]
+                acc = [[cgutils.alloca_once(builder, vt) for _ in cells] for _ in range(R)]
+                for r in range(R):
+                    for u in range(len(cells)):
+                        builder.store(ir.Constant(vt, [0.0] * L), acc[r][u])
+                taps = builder.mul(kh_, kw_)
+                with cgutils.for_range(builder, nc_) as lc:
+                    xc0 = builder.add(xo_, builder.mul(lc.index, xc_))
+                    wc0 = builder.add(wo_, builder.mul(lc.index, taps))
+                    with _taps(builder, stride, hq_, xs_, kh_, kw_, dh_, dw_) as (t, off):
+                        base = builder.add(xc0, off)
+                        rows = [builder.add(base, builder.mul(const(q), xs_)) for q in range(Y)]
+                        xv = [load(vec(xp, builder.add(rows[q], const(v * L))), masks[v])
+                              for q, v in cells]
+                        wt = builder.add(wc0, t)
+                        for r in range(R):
+                            wv = _splat(builder, builder.load(builder.gep(
+                                wp, [builder.add(wt, builder.mul(const(r), wr_))])), vt)
+                            for u in range(len(cells)):
+                                builder.store(builder.call(fma, [wv, xv[u],
+                                                                 builder.load(acc[r][u])]),
+                                              acc[r][u])
+                for r in range(R):
+                    for u, (q, v) in enumerate(cells):
+                        at = builder.add(builder.add(yo_, builder.mul(const(r), ys_)),
+                                         builder.add(builder.mul(const(q), yr_), const(v * L)))
+                        store(builder.load(acc[r][u]), vec(yp, at), masks[v])
+
+            a.whole_or_masked(tail_, emit)
             return context.get_dummy_value()
 
         return sig, codegen

@@ -1,0 +1,58 @@
+"""The CPU that Numba compiles for: the width and number of its vector registers.
+
+The CPU kernels hold running sums in vector registers (runtime/kernels/cpu/simd.py) and
+inference plans lay weights out in blocks of one vector of output channels
+(``Conv2dDirect``, ``MatMulDirect``), so both follow the machine: 64-byte vectors and 32
+registers with AVX-512, 32 bytes and 16 registers with AVX2 (AMD Zen, most Intel client
+chips), 16 and 16 otherwise. Tiles sized for AVX-512 run on AVX2, where LLVM splits every
+vector in two, but their sums no longer fit in the registers: on a 2-core AMD EPYC (Zen 3)
+squeezenet1_1's 3x3 convs took 2.6x onnxruntime's time with them.
+
+The answer is read once a process from Numba's own view of the target (``NUMBA_CPU_NAME``
+/ ``NUMBA_CPU_FEATURES`` / ``NUMBA_ENABLE_AVX`` change it as they change Numba's code) and
+may be set with ``SINGA_GRAPH_VECTOR_BYTES`` (16, 32 or 64): the kernels are correct at
+any width, which the tests use to run one machine's layouts on another.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+#: the widths the kernels are written for
+VECTOR_WIDTHS = (16, 32, 64)
+
+
+@functools.lru_cache(maxsize=None)
+def _features() -> frozenset:
+    from numba.core import config
+    from numba.core.codegen import get_host_cpu_features
+
+    if config.CPU_FEATURES is not None:
+        flat = config.CPU_FEATURES
+    elif config.CPU_NAME not in (None, "host"):
+        flat = ""  # a named generic target: assume no more than its baseline
+    else:
+        flat = get_host_cpu_features()
+    return frozenset(f[1:] for f in flat.split(",") if f.startswith("+"))
+
+
+@functools.lru_cache(maxsize=None)
+def vector_bytes() -> int:
+    """Bytes of one vector register of the target: 64 (AVX-512), 32 (AVX2 with FMA) or
+    16; ``SINGA_GRAPH_VECTOR_BYTES`` overrides it."""
+    env = os.environ.get("SINGA_GRAPH_VECTOR_BYTES")
+    if env:
+        if not env.isdigit() or int(env) not in VECTOR_WIDTHS:
+            raise ValueError(f"SINGA_GRAPH_VECTOR_BYTES must be one of {VECTOR_WIDTHS}, "
+                             f"not {env!r}")
+        return int(env)
+    f = _features()
+    if "avx512f" in f:
+        return 64
+    return 32 if {"avx2", "fma"} <= f else 16
+
+
+@functools.lru_cache(maxsize=None)
+def vector_registers() -> int:
+    """Vector registers the target has: 32 with AVX-512, else 16."""
+    return 32 if "avx512f" in _features() else 16
