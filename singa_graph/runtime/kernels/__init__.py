@@ -48,13 +48,22 @@ def drop_stale_caches(folders, digest: str) -> list:
 
 
 def _cache_folders() -> list:
+    """Where Numba caches the kernels: each source folder's ``__pycache__``, or its folder
+    under ``NUMBA_CACHE_DIR`` where that is set."""
+    from numba.core import config
+    from numba.core.caching import UserProvidedCacheLocator
+
     from .generate import source_dir
 
-    kernels = [p / "__pycache__" for p in (_ROOT, _ROOT / "cpu", _ROOT / "cuda")]
+    sources = [_ROOT, _ROOT / "cpu", _ROOT / "cuda"]
     try:
-        return kernels + [pathlib.Path(source_dir()) / "__pycache__"]
+        sources.append(pathlib.Path(source_dir()))
     except OSError:  # no writable folder for generated kernels: nothing cached there
-        return kernels
+        pass
+    if config.CACHE_DIR:
+        return [pathlib.Path(config.CACHE_DIR) / UserProvidedCacheLocator
+                .get_suitable_cache_subpath(str(p / "kernel.py")) for p in sources]
+    return [p / "__pycache__" for p in sources]
 
 
 drop_stale_caches(_cache_folders(), sources_digest())

@@ -1,0 +1,105 @@
+"""The vector width the CPU tiles and blocked weights follow (singa_graph.host): read from
+Numba's target, overridable, and correct at a width other than the machine's (LLVM splits
+or widens the vectors), which a subprocess checks with its own Numba cache."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from singa_graph import host
+from singa_graph.ops.conv import Conv2dDirect
+
+
+@pytest.fixture
+def fresh_host(monkeypatch):
+    """host's answers recomputed under the test's environment, and again after it."""
+    for f in (host.vector_bytes, host.vector_registers, host._features):
+        f.cache_clear()
+    yield monkeypatch
+    for f in (host.vector_bytes, host.vector_registers, host._features):
+        f.cache_clear()
+
+
+def test_width_follows_the_target_features(fresh_host):
+    from numba.core import config
+
+    fresh_host.delenv("SINGA_GRAPH_VECTOR_BYTES", raising=False)
+    fresh_host.setattr(config, "CPU_FEATURES", "+avx,+avx2,+fma,-avx512f")
+    assert (host.vector_bytes(), host.vector_registers()) == (32, 16)
+    for f in (host.vector_bytes, host.vector_registers, host._features):
+        f.cache_clear()
+    fresh_host.setattr(config, "CPU_FEATURES", "+avx,+avx2,+fma,+avx512f")
+    assert (host.vector_bytes(), host.vector_registers()) == (64, 32)
+    for f in (host.vector_bytes, host.vector_registers, host._features):
+        f.cache_clear()
+    fresh_host.setattr(config, "CPU_FEATURES", "+sse4.2")
+    assert host.vector_bytes() == 16
+
+
+def test_the_override_is_checked(fresh_host):
+    fresh_host.setenv("SINGA_GRAPH_VECTOR_BYTES", "32")
+    assert host.vector_bytes() == 32
+    host.vector_bytes.cache_clear()
+    fresh_host.setenv("SINGA_GRAPH_VECTOR_BYTES", "48")
+    with pytest.raises(ValueError, match="16, 32, 64"):
+        host.vector_bytes()
+
+
+def test_blocks_are_one_vector_of_the_machine():
+    assert Conv2dDirect.block(np.float32) == host.vector_bytes() // 4
+    assert Conv2dDirect.block(np.float64) == host.vector_bytes() // 8
+
+
+_OTHER_WIDTH = """
+import numpy as np
+from singa_graph import host, ops
+from singa_graph.ir import Graph, Placeholder
+from singa_graph.ir.tensor import Tensor
+from singa_graph.passes import compile, verify
+
+rng = np.random.default_rng(0)
+
+def c(*shape):
+    a = rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))
+    return Tensor(data=a.astype(np.float32), requires_grad=False)
+
+def build():
+    rng.bit_generator.state = np.random.default_rng(0).bit_generator.state
+    x = Placeholder((2, 40, 9, 9), dtype=np.float32, name="x")
+    y = ops.relu(ops.conv2d(x, c(40, 40, 3, 3), c(40), 1, 1))          # direct, a tail
+    y = ops.conv2d(y, c(40, 8, 3, 3), None, 2, 1, groups=5)              # grouped, direct
+    z = ops.conv2d(y, c(40, 1, 3, 3), c(40), 1, 1, groups=40)            # depthwise
+    h = ops.flatten(ops.global_average_pool(ops.relu(ops.add(y, z))))
+    m = Placeholder((2, 512), dtype=np.float32, name="m")
+    g = ops.gemm(m, c(300, 512), c(300), trans_b=True)                   # MatMulDirect
+    return Graph([h, g], inputs=[x, m])
+
+plan, plan0 = compile(build()), compile(build(), fuse=False)
+verify(plan)
+types = sorted({n.type for n in plan.nodes})
+assert "Conv2dDirect" in types and "MatMulDirect" in types, types
+x = np.random.default_rng(1).standard_normal((2, 40, 9, 9)).astype(np.float32)
+m = np.random.default_rng(2).standard_normal((2, 512)).astype(np.float32)
+err = max(float(np.abs(a - b).max() / np.abs(b).max())
+          for a, b in zip(plan.run([x, m]), plan0.run([x, m])))
+print(host.vector_bytes(), err)
+"""
+
+
+def test_kernels_are_correct_at_another_width():
+    """A plan of direct, grouped, depthwise convs and a MatMulDirect at the other width
+    against the unoptimised plan. Its Numba cache is a folder of its own (kept between
+    runs in test-artifacts/), so the machine's caches stay untouched: the kernels' digest
+    includes the width, and a stamp of another width would drop them."""
+    other = 64 if host.vector_bytes() != 64 else 32
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, SINGA_GRAPH_VECTOR_BYTES=str(other),
+               NUMBA_CACHE_DIR=os.path.join(root, "test-artifacts", f"numba-{other}-byte"))
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(_OTHER_WIDTH)], env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    width, err = out.stdout.split()[-2:]
+    assert int(width) == other and float(err) < 1e-5
