@@ -13,14 +13,18 @@ from singa_graph import host
 from singa_graph.ops.conv import Conv2dDirect
 
 
+def _forget():
+    """Drop host's memoised answers, so the next call reads the environment again."""
+    for f in (host.vector_bytes, host.vector_registers, host._features):
+        f.cache_clear()
+
+
 @pytest.fixture
 def fresh_host(monkeypatch):
     """host's answers recomputed under the test's environment, and again after it."""
-    for f in (host.vector_bytes, host.vector_registers, host._features):
-        f.cache_clear()
+    _forget()
     yield monkeypatch
-    for f in (host.vector_bytes, host.vector_registers, host._features):
-        f.cache_clear()
+    _forget()
 
 
 def test_width_follows_the_target_features(fresh_host):
@@ -29,12 +33,10 @@ def test_width_follows_the_target_features(fresh_host):
     fresh_host.delenv("SINGA_GRAPH_VECTOR_BYTES", raising=False)
     fresh_host.setattr(config, "CPU_FEATURES", "+avx,+avx2,+fma,-avx512f")
     assert (host.vector_bytes(), host.vector_registers()) == (32, 16)
-    for f in (host.vector_bytes, host.vector_registers, host._features):
-        f.cache_clear()
+    _forget()
     fresh_host.setattr(config, "CPU_FEATURES", "+avx,+avx2,+fma,+avx512f")
     assert (host.vector_bytes(), host.vector_registers()) == (64, 32)
-    for f in (host.vector_bytes, host.vector_registers, host._features):
-        f.cache_clear()
+    _forget()
     fresh_host.setattr(config, "CPU_FEATURES", "+sse4.2")
     assert host.vector_bytes() == 16
 
@@ -42,7 +44,7 @@ def test_width_follows_the_target_features(fresh_host):
 def test_the_override_is_checked(fresh_host):
     fresh_host.setenv("SINGA_GRAPH_VECTOR_BYTES", "32")
     assert host.vector_bytes() == 32
-    host.vector_bytes.cache_clear()
+    _forget()
     fresh_host.setenv("SINGA_GRAPH_VECTOR_BYTES", "48")
     with pytest.raises(ValueError, match="16, 32, 64"):
         host.vector_bytes()
