@@ -281,6 +281,11 @@ def round_half_away(x, a, g, k):
 
 # ---------------------------------------------------------------------- activations
 def relu(x, a, g, k):
+    # x + 0 is x for every x but -0, whose ReLU is +0 either way. The add keeps the result
+    # from being a select of the value just loaded: LLVM stores that in place as a masked
+    # store of the zeros only, which AMD's AVX2 cores run several times slower than a
+    # plain one (in place, 2048 x 24 float32 on AMD EPYC: 42 -> 9 us)
+    x = x + k[0]
     return x if x > k[0] or x != x else k[0]  # +0 for negatives and NaN for NaN
 
 
