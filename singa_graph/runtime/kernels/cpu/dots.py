@@ -95,6 +95,18 @@ def dot44(w, w0, w1, w2, w3, x, b0, b1, b2, b3, k_):
 
 
 @njit(inline="always")
+def _vector(j, l_):
+    """``(j // l_, j % l_)``: where vector ``j`` goes in ``(N, O, L)``, with no division for
+    ``L`` = 1 (every channels-last and matrix product). Two divisions per stored value cost
+    as much as the dot products on AMD Zen 3 (1280 x 160 weights by 8 vectors, two
+    threads: 74 -> 52 us; 576 x 96: 22 -> 16)."""
+    if l_ == 1:
+        return j, 0
+    n = j // l_
+    return n, j - n * l_
+
+
+@njit(inline="always")
 def products(w, x, y3, o0, o1, k_):
     """``y3[j // L, o, j % L] = w[o*k:(o+1)*k] . x[j*k:(j+1)*k]`` for the weight rows ``o``
     in ``[o0, o1)`` and every vector ``j < N*L`` (``y3`` is ``(N, O, L)``)."""
@@ -112,14 +124,16 @@ def products(w, x, y3, o0, o1, k_):
         while j + 4 <= j_:
             r = dot44(w, wb[0], wb[1], wb[2], wb[3], x, uintp(j * k_), uintp((j + 1) * k_),
                       uintp((j + 2) * k_), uintp((j + 3) * k_), k_)
-            for q in range(4):
-                for p in range(4):
-                    y3[(j + p) // l_, o + q, (j + p) % l_] = r[q * 4 + p]
+            for p in range(4):
+                n, at = _vector(j + p, l_)
+                for q in range(4):
+                    y3[n, o + q, at] = r[q * 4 + p]
             j += 4
         while j < j_:
             r4 = dot4(x, uintp(j * k_), w, wb[0], wb[1], wb[2], wb[3], k_)
+            n, at = _vector(j, l_)
             for q in range(4):
-                y3[j // l_, o + q, j % l_] = r4[q]
+                y3[n, o + q, at] = r4[q]
             j += 1
         o += 4
     while o < o1:
@@ -129,15 +143,19 @@ def products(w, x, y3, o0, o1, k_):
             r4 = dot4(w, wb0, x, uintp(j * k_), uintp((j + 1) * k_), uintp((j + 2) * k_),
                       uintp((j + 3) * k_), k_)
             for p in range(4):
-                y3[(j + p) // l_, o, (j + p) % l_] = r4[p]
+                n, at = _vector(j + p, l_)
+                y3[n, o, at] = r4[p]
             j += 4
         if j + 2 <= j_:
             r2 = dot2(w, wb0, x, uintp(j * k_), uintp((j + 1) * k_), k_)
-            y3[j // l_, o, j % l_] = r2[0]
-            y3[(j + 1) // l_, o, (j + 1) % l_] = r2[1]
+            n, at = _vector(j, l_)
+            y3[n, o, at] = r2[0]
+            n, at = _vector(j + 1, l_)
+            y3[n, o, at] = r2[1]
             j += 2
         while j < j_:
-            y3[j // l_, o, j % l_] = dot1(w, wb0, x, uintp(j * k_), k_)
+            n, at = _vector(j, l_)
+            y3[n, o, at] = dot1(w, wb0, x, uintp(j * k_), k_)
             j += 1
         o += 1
 
