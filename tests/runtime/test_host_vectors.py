@@ -55,6 +55,17 @@ def test_blocks_are_one_vector_of_the_machine():
     assert Conv2dDirect.block(np.float64) == host.vector_bytes() // 8
 
 
+@pytest.mark.parametrize("kind", ["float32", "float64"])
+def test_lanes_read_every_spelling_of_a_dtype(kind):
+    # a numpy scalar type once read as "not float32": the float64 count, and tiles that
+    # wrote past their rows
+    import numba
+    from singa_graph.runtime.kernels.cpu import simd
+    want = host.vector_bytes() // np.dtype(kind).itemsize
+    assert simd.lanes(np.dtype(kind)) == simd.lanes(getattr(np, kind)) == want
+    assert simd.lanes(getattr(numba, kind)) == simd.lanes(kind) == want
+
+
 _OTHER_WIDTH = """
 import numpy as np
 from singa_graph import host, ops

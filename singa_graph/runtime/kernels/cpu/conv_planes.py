@@ -27,7 +27,6 @@ from .depthwise_loops import _fill_phases, phase_planes, phases
 from .epilogue import conv_epilogue, epilogue_args
 from .loops import bound
 from . import simd
-from .simd import VECTOR_BYTES
 from .simd_plane import channel_tile
 
 #: a full tile: output channels by output rows (by two vectors of columns). Batch 2, two
@@ -96,7 +95,7 @@ def _part(x, w, y, y3, geo, dims, pads, size, parts, bias, has_bias, res3, has_r
     total = n_ * blocks
     pad = phase_planes(pads, t, c_ * size)
     filled = -1
-    lanes = VECTOR_BYTES // y.itemsize
+    lanes = simd.VECTOR_BYTES // y.itemsize
     taps = kh * kw
     for p in range(t * total // parts, (t + 1) * total // parts):
         n, b = p // blocks, p % blocks
@@ -129,8 +128,8 @@ def _part(x, w, y, y3, geo, dims, pads, size, parts, bias, has_bias, res3, has_r
 
 _ARGS = "x, xo, xs, hq, s, nc, xc, kh, kw, dh, dw, w, wo, wr, y, yo, ys, yr, tail"
 #: (R, Y, V, S) of every tile :func:`_part` calls
-_SHAPES = [(r, q, v, st) for st in (1, 2) for r in (BLOCK, 1) for q in {ROWS: 0, 1: 0}
-           for v in (2, 1)]
+_SHAPES = [(r, q, v, st) for st in (1, 2) for r in (BLOCK, 1)
+           for q in dict.fromkeys((ROWS, 1)) for v in (2, 1)]
 _TILES = {shape: channel_tile(*shape) for shape in _SHAPES}
 
 

@@ -25,6 +25,7 @@ term: the result depends on neither the tile shape nor the thread that computes 
 (pixels that wrap to the next image row, or to the next sample). The loops over ``i``,
 ``j``, ``c`` are ordinary LLVM loops; only the tile's own dimensions are unrolled.
 """
+import numpy as np
 from llvmlite import ir, ir_layer_typed_pointers_enabled
 from numba import types
 from numba.core import cgutils
@@ -52,8 +53,12 @@ PREFETCH_ROWS = 32
 
 
 def lanes(dtype) -> int:
-    """Values of ``dtype`` (a numpy or Numba float dtype) in one vector."""
-    return VECTOR_BYTES // (4 if str(dtype) == "float32" else 8)
+    """Values of ``dtype`` (a numpy dtype or scalar type, or a Numba float type) in one
+    vector."""
+    # str() alone names a numpy scalar type "<class 'numpy.float32'>": a caller passing
+    # np.float32 got the float64 count, and a tile that wrote past its rows
+    size = {"float32": 4, "float64": 8}.get(str(dtype)) or np.dtype(dtype).itemsize
+    return VECTOR_BYTES // size
 
 
 def _masked(builder, vt, width):
@@ -104,6 +109,10 @@ class _Args:
         return (lambda p, m, keep=None: b.load(p, align=align),
                 lambda v, p, m: b.store(v, p, align=align))
 
+    def _whole(self, tail):
+        """Whether ``tail`` (an int64 value: the lanes of the last vector) is a whole vector."""
+        return self.builder.icmp_signed("==", tail, ir.Constant(_I64, self.lanes))
+
     def whole_or_masked(self, tail, emit):
         """``emit(load, store)`` twice, under a branch on ``tail`` (an int64 value: the
         lanes of the last vector): with plain loads and stores where it is whole, with
@@ -112,8 +121,7 @@ class _Args:
         every step and spilled the tile's other values for it (on a 2-core AMD EPYC a
         16 -> 64 3x3 conv at 15x15 took 1.5x as long with masked loads of whole
         vectors)."""
-        whole = self.builder.icmp_signed("==", tail, ir.Constant(_I64, self.lanes))
-        with self.builder.if_else(whole) as (then, otherwise):
+        with self.builder.if_else(self._whole(tail)) as (then, otherwise):
             with then:
                 emit(*self.plain())
             with otherwise:
@@ -122,8 +130,7 @@ class _Args:
     def checked_store(self, tail):
         """A ``store`` like the masked one that stores plainly where ``tail`` (an int64
         value: the lanes of the last vector) is whole: AVX2's masked stores are slow."""
-        whole = self.builder.icmp_signed("==", tail, ir.Constant(_I64, self.lanes))
-        plain = self.plain()[1]
+        whole, plain = self._whole(tail), self.plain()[1]
 
         def store(v, p, m):
             with self.builder.if_else(whole) as (then, otherwise):
@@ -176,11 +183,11 @@ def tile(R: int, V: int, padded: bool = False):
             xp, op, wp, yp = a.pointers(0, 2, 4, 8)
             xo_, p0_, wo_, wr_, wv_, yo_, ys_ = a.ints(1, 3, 5, 6, 7, 9, 10)
             nc_, kh_, kw_, ri_, rj_, rc_, tail_ = a.ints(*range(11, 18))
-            splat = ir.Constant(ir.VectorType(_I32, n), [0] * n)
             masks = a.vector_masks(V, tail_)
-            prefetch = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [_I8P, _I32, _I32, _I32]),
-                "llvm.prefetch.p0i8")
+            if not padded:
+                prefetch = cgutils.get_or_insert_function(
+                    builder.module, ir.FunctionType(ir.VoidType(), [_I8P, _I32, _I32, _I32]),
+                    "llvm.prefetch.p0i8")
 
             def emit(load, store):
                 rows = [builder.add(xo_, builder.load(at(op, builder.add(p0_, const(r)))))
@@ -215,11 +222,8 @@ def tile(R: int, V: int, padded: bool = False):
                                         ir.Constant(_I32, 0), ir.Constant(_I32, 3),
                                         ir.Constant(_I32, 1)])
                             for r in range(R):
-                                s = builder.load(at(xp, builder.add(rows[r], xc)))
-                                b = builder.shuffle_vector(
-                                    builder.insert_element(ir.Constant(vt, None), s,
-                                                           ir.Constant(_I32, 0)),
-                                    ir.Constant(vt, None), splat)
+                                b = _splat(builder, builder.load(
+                                    at(xp, builder.add(rows[r], xc))), vt)
                                 for v in range(V):
                                     builder.store(builder.call(
                                         fma, [b, wv[v], builder.load(acc[r][v])]), acc[r][v])
