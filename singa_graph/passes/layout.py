@@ -23,8 +23,9 @@ onnxruntime keeps them channel-blocked:
   the same bytes either way and passes as a ``Reshape`` (a view).
 
 Stride-1 depthwise convs on large planes with few channels (:data:`PLANE_PIXELS`,
-:data:`PLANE_MAX_CHANNELS`) stay NCHW: the plane-by-plane kernel is faster there, and
-where such a conv comes first (after a stem) the chain simply starts behind it.
+:data:`PLANE_MAX_CHANNELS`) stay NCHW on AVX-512 processors: the plane-by-plane kernel is
+faster there, and where such a conv comes first (after a stem) the chain simply starts
+behind it.
 
 A chain is converted only when it holds both a depthwise and a pointwise conv, so the
 transposes at its ends replace the ones its depthwise kernels would pay anyway. Pointwise
@@ -37,6 +38,7 @@ import copy
 
 import numpy as np
 
+from .. import host
 from ..ir import node as _node
 from ..ir.tensor import Tensor
 from ..ops import formulas
@@ -136,17 +138,22 @@ def _kind(n) -> str | None:
 
 
 #: stride-1 depthwise convs on planes of at least this many pixels with fewer channels
-#: than this stay NCHW: the plane-by-plane kernel vectorises along their long rows, where
-#: the channels-last one has a short vector of channels per pixel and tap. Batch 2, two
-#: threads (2026-11-27), NCHW against NHWC: 16 channels at 32x32 15 against 46 us, 32 at
-#: 32x32 27 against 31, 24 at 16x16 8 against 17; 48 at 16x16 11 against 15 and 96 at
-#: 16x16 19 against 23 gain less than the two transposes they would add inside a chain.
+#: than this stay NCHW on processors with 64-byte vectors: the plane-by-plane kernel
+#: vectorises along their long rows, where the channels-last one has a short vector of
+#: channels per pixel and tap. Batch 2, two threads, Intel Xeon with AVX-512 (2026-11-27),
+#: NCHW against NHWC: 16 channels at 32x32 15 against 46 us, 32 at 32x32 27 against 31, 24
+#: at 16x16 8 against 17; 48 at 16x16 11 against 15 and 96 at 16x16 19 against 23 gain
+#: less than the two transposes they would add inside a chain. With 32-byte vectors (AVX2)
+#: the planes lost: on the AMD EPYC (Zen 3, 2026-11-28) 16 channels at 32x32 56 us against
+#: 29 (mnasnet0_5), 32 at 32x32 110-141 against 45-58 (mobilenet_v2), the transpose the
+#: chain then starts with costing the same as the one it saved; there every depthwise conv
+#: joins its chain.
 PLANE_PIXELS, PLANE_MAX_CHANNELS = 256, 48
 
 
 def _planes_win(op, x_shape) -> bool:
     return (op.stride == (1, 1) and x_shape[2] * x_shape[3] >= PLANE_PIXELS
-            and x_shape[1] < PLANE_MAX_CHANNELS)
+            and x_shape[1] < PLANE_MAX_CHANNELS and host.vector_bytes() >= 64)
 
 
 def _spatial(t) -> bool:
