@@ -144,10 +144,10 @@ def _kind(n) -> str | None:
 #: NCHW against NHWC: 16 channels at 32x32 15 against 46 us, 32 at 32x32 27 against 31, 24
 #: at 16x16 8 against 17; 48 at 16x16 11 against 15 and 96 at 16x16 19 against 23 gain
 #: less than the two transposes they would add inside a chain. With 32-byte vectors (AVX2)
-#: the planes lost: on the AMD EPYC (Zen 3, 2026-11-28) 16 channels at 32x32 56 us against
-#: 29 (mnasnet0_5), 32 at 32x32 110-141 against 45-58 (mobilenet_v2), the transpose the
-#: chain then starts with costing the same as the one it saved; there every depthwise conv
-#: joins its chain.
+#: the planes lost: on the AMD EPYC (Zen 3, 2026-11-28, the step alone, hot) 16 channels
+#: at 32x32 40-45 us against 26-29 (mnasnet0_5), 32 at 32x32 76-78 against 42-46
+#: (mobilenet_v2), the transpose the chain then starts with costing the same as the one it
+#: saved; there every depthwise conv joins its chain.
 PLANE_PIXELS, PLANE_MAX_CHANNELS = 256, 48
 
 
