@@ -108,9 +108,7 @@ def _part(x, w, y, y3, geo, dims, pads, size, parts, bias, has_bias, res3, has_r
         o1 = min(o_, o0 + BLOCK)
         for c0 in range(0, wo, 2 * lanes):
             nv = min(2, (wo - c0 + lanes - 1) // lanes)
-            # lanes of the last vector; at most a vector: where two vectors of AVX2's 8
-            # lanes cover part of a row, more took the masked path (vmaskmovps) needlessly
-            tail = min(lanes, wo - c0 - (nv - 1) * lanes)
+            tail = wo - c0 - (nv - 1) * lanes
             oy = 0
             while oy < ho:
                 rows = ROWS if ho - oy >= ROWS else 1

@@ -173,7 +173,7 @@ def _plane(pad, hq, wq, s, kh, kw, dh, dw, w, wo, wt, init, acc_in, relu, dst, d
     vmax = 2 if S else 1
     for c0 in range(0, wd, vmax * lanes):
         nv = min(vmax, (wd - c0 + lanes - 1) // lanes)
-        tail = min(lanes, wd - c0 - (nv - 1) * lanes)  # see conv_planes._part
+        tail = wd - c0 - (nv - 1) * lanes
         oy = 0
         while oy < ho:
             r = 8 // nv if S and ho - oy >= 8 // nv else 1
