@@ -236,3 +236,21 @@ def test_vector_rows_match_the_fold_over_several_registers(k, s, p, ceil, dtype)
     want = _fold_max(x, k, s, p, y.shape[2], y.shape[3])
     np.testing.assert_array_equal(y, want)
     assert (np.signbit(y) == np.signbit(want)).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k,s,p,ceil", [(3, 2, 0, True), (3, 1, 1, False), (2, 2, 0, True),
+                                        (4, 2, 1, True), (3, 2, 1, False)])
+def test_rows_of_every_width_match_the_fold(k, s, p, ceil, dtype):
+    # output rows of 1 to 35 values: shorter than a vector (masked), exactly one or more,
+    # and a partial last vector that overlaps the one before it; loads that reach the row's
+    # last column (ceil mode) and windows over either border
+    g = np.random.default_rng(k * 100 + s * 10 + p)
+    for w in range(max(k - 2 * p, 1), 72, 3 if dtype == np.float64 else 1):
+        x = g.standard_normal((1, 2, k + 1, w)).astype(dtype)
+        x[g.random(x.shape) < 0.2] = -0.0
+        x[g.random(x.shape) < 0.05] = np.nan
+        y = eager(lambda t: ops.max_pool2d(t, k, s, p, ceil_mode=ceil), x)
+        want = _fold_max(x, k, s, p, y.shape[2], y.shape[3])
+        np.testing.assert_array_equal(y, want, err_msg=f"width {w}")
+        assert (np.signbit(y) == np.signbit(want)).all(), f"width {w}"

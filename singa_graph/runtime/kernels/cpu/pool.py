@@ -1,6 +1,6 @@
 """Pooling kernels: Numba loops, parallel over the N*C planes.
 
-Max pooling's forward folds a row of outputs in vector registers (simd.window_max, strides
+Max pooling's forward folds a row of outputs in vector registers (simd_window.window_max, strides
 1 and 2), tiny planes of many channels with the channels innermost (max_pool.py). Max and
 average share the 2x2 forward and both backwards (an ``is_max`` flag), which halves the
 number of compiled variants. Windows are clipped to the real input, which is the
@@ -20,14 +20,14 @@ from numba import njit, prange, uintp
 
 from ... import threads
 from ...registry import carve, carved_bytes, kernel
-from . import max_pool, simd
+from . import max_pool, simd_window
 from .conv import _view
 from .loops import bound, loops, pick
 from .reduce import mean_planes
 
 # strides 1 and 2, windows 3 wide (unrolled) or any width
-_WMAX_13, _WMAX_23 = simd.window_max(1, 3), simd.window_max(2, 3)
-_WMAX_1, _WMAX_2 = simd.window_max(1), simd.window_max(2)
+_WMAX_13, _WMAX_23 = simd_window.window_max(1, 3), simd_window.window_max(2, 3)
+_WMAX_1, _WMAX_2 = simd_window.window_max(1), simd_window.window_max(2)
 
 
 @njit(cache=True, nogil=True)
@@ -35,7 +35,7 @@ def _max_plane(x, y, xo, yo, h, w, ho, wo, kh, kw, sh, sw, pt, pl):
     """``y[yo + oy*wo + ox]`` of the plane ``x[xo:xo + h*w]``: the max fold of the window's
     cells inside the plane in row-major order, the first maximum kept (``v > m``), so a NaN
     in front stays and later NaNs are skipped. Strides 1 and 2 fold a row of outputs in
-    vector registers (simd.window_max); flat offsets, not per-row views, since a view
+    vector registers (simd_window.window_max); flat offsets, not per-row views, since a view
     costs a reference count pair, more than a short row's work."""
     for oy in range(ho):
         y0 = oy * sh - pt

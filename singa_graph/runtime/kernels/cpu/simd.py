@@ -1,7 +1,7 @@
 """Loops written in LLVM IR, for the kernels whose running values must stay in vector
 registers: register-blocked multiply-add tiles (:func:`tile`, for conv_direct.py and
-matmul_direct.py; :func:`depthwise_tile`, for conv_channels_last.py) and strided window
-maxima (:func:`window_max`, for pool.py).
+matmul_direct.py; :func:`depthwise_tile`, for conv_channels_last.py); strided window maxima
+are simd_window.py's.
 
 LLVM vectorises Numba's loops along one dimension, but it keeps a loop's running sums in
 memory whenever it cannot prove that the arrays do not alias, and Numba arrays carry no
@@ -254,128 +254,6 @@ def _splat(builder, value, vt):
     one = builder.insert_element(ir.Constant(vt, None), value, ir.Constant(_I32, 0))
     return builder.shuffle_vector(one, ir.Constant(vt, None),
                                   ir.Constant(ir.VectorType(_I32, vt.count), [0] * vt.count))
-
-
-def window_max(S: int, KW: int = 0):
-    """The intrinsic ``window_max(x, xo, rs, rows, kw, c0, w, y, yo, n)``: a max pool's
-    output row. For ``i < n``::
-
-        y[yo + i] = fold of x[xo + r*rs + c] over r < rows, then over the columns
-                    c = c0 + i*S + j (j < kw) with 0 <= c < w
-
-    where the fold starts from the window's first cell inside the plane and keeps the
-    running value ``m`` unless a cell ``v > m``, the same as the scalar fold over the
-    window's cells in row-major order (a NaN in the first cell kept, later NaNs skipped).
-    ``xo`` is the offset of the first row's column 0; ``rows`` must be at least 1 and every
-    window must have a column inside ``[0, w)``.
-
-    A vector of ``LANES`` outputs is held in a register over its window. A column outside
-    the plane is a masked-off lane that loads as -inf, which leaves any running value as it
-    is, so the borders (padding, ceil mode) need no scalar code; the first cell folds with
-    itself (``v > v`` is false, NaN included). Chunks with no border skip the masks. A
-    stride-2 row of cells is two contiguous masked loads and a shuffle of their even lanes.
-    Only cells inside the plane are read and only ``y[yo:yo + n]`` is written. Strides 1
-    and 2; with ``KW`` > 0 the windows are ``KW`` wide whatever ``kw`` says, and their
-    columns are unrolled."""
-    if S not in (1, 2):
-        raise ValueError(f"window_max supports strides 1 and 2, not {S}")
-
-    @intrinsic
-    def call(typingctx, x, xo, rs, rows, kw, c0, w, y, yo, n):
-        sig = types.void(x, xo, rs, rows, kw, c0, w, y, yo, n)
-
-        def codegen(context, builder, sig, args):
-            a = _Args(context, builder, sig, args, y.dtype)
-            L, vt, load, store = a.lanes, a.vt, a.load, a.store
-            it = ir.VectorType(_I32, L)  # columns and lane numbers: one compare per mask
-            xo_, rs_, rows_, kw_, c0_, w_, yo_, n_ = a.ints(1, 2, 3, 4, 5, 6, 8, 9)
-            xp, yp = a.pointers(0, 7)
-            lane = ir.Constant(it, list(range(L)))
-            evens = ir.Constant(ir.VectorType(_I32, L), list(range(0, 2 * L, 2)))
-            w32 = _splat(builder, builder.trunc(w_, _I32), it)
-
-            def const(v):
-                return ir.Constant(_I64, v)
-
-            def splat32(v):
-                return _splat(builder, builder.trunc(v, _I32), it)
-
-            def vec(index):
-                return builder.bitcast(builder.gep(xp, [index]), vt.as_pointer())
-
-            chunks = builder.udiv(builder.add(n_, const(L - 1)), const(L))
-            with cgutils.for_range(builder, chunks) as lk:
-                i0 = builder.mul(lk.index, const(L))
-                left = builder.sub(n_, i0)
-                count = builder.select(builder.icmp_signed("<", left, const(L)), left, const(L))
-                col0 = builder.add(c0_, builder.mul(i0, const(S)))  # lane 0's first column
-                # per loaded half: its offset from col0, its lanes' columns at j = 0, and
-                # the lanes that hold cells of the outputs in use
-                if S == 1:
-                    spans = [(0, builder.add(splat32(col0), lane),
-                              builder.icmp_signed("<", lane, splat32(count)))]
-                else:
-                    used = splat32(builder.sub(builder.mul(count, const(2)), const(1)))
-                    spans = [(h * L, builder.add(splat32(builder.add(col0, const(h * L))), lane),
-                              builder.icmp_signed("<", builder.add(lane, ir.Constant(
-                                  it, [h * L] * L)), used)) for h in (0, 1)]
-
-                def cells(row, j, keep, edges):
-                    """The cells at column offset ``j`` of a row; with ``edges``, lanes whose
-                    column is outside the plane take ``keep``'s values (a splat)."""
-                    got = []
-                    for off, cols, use in spans:
-                        mask = use
-                        if edges:  # one unsigned compare: a column left of 0 wraps past w
-                            mask = builder.and_(use, builder.icmp_unsigned(
-                                "<", builder.add(cols, splat32(j)), w32))
-                        got.append(load(vec(builder.add(row, builder.add(
-                            builder.add(col0, const(off)), j))), mask, keep))
-                    return got[0] if S == 1 else builder.shuffle_vector(got[0], got[1], evens)
-
-                acc = cgutils.alloca_once(builder, vt)
-                lowest = ir.Constant(vt, [float("-inf")] * L)
-
-                def window(edges):
-                    # each lane's first cell inside the plane: at j = 0, or for a window
-                    # hanging over the left border (by less than a window) column 0
-                    edge = _splat(builder, builder.load(builder.gep(xp, [xo_])), vt)
-                    builder.store(cells(xo_, const(0), edge, edges), acc)
-                    with cgutils.for_range(builder, rows_) as lr:
-                        row = builder.add(xo_, builder.mul(lr.index, rs_))
-
-                        def fold(j):
-                            m = builder.load(acc)
-                            # a cell outside loads as -inf, and -inf > m is false for any
-                            # m (NaN too): the fold passes it by without waiting on m
-                            v = cells(row, j, lowest, edges)
-                            builder.store(
-                                builder.select(builder.fcmp_ordered(">", v, m), v, m), acc)
-                        if KW:
-                            for j in range(KW):
-                                fold(const(j))
-                        else:
-                            with cgutils.for_range(builder, kw_) as lj:
-                                fold(lj.index)
-
-                # the chunks whose windows are all inside the row need no column masks
-                reach = builder.add(builder.add(col0, builder.mul(
-                    builder.sub(count, const(1)), const(S))), const(KW) if KW else kw_)
-                inner = builder.and_(builder.icmp_signed(">=", col0, const(0)),
-                                     builder.icmp_signed("<=", reach, w_))
-                with builder.if_else(inner) as (plain, border):
-                    with plain:
-                        window(False)
-                    with border:
-                        window(True)
-                store(builder.load(acc), builder.bitcast(
-                    builder.gep(yp, [builder.add(yo_, i0)]), vt.as_pointer()),
-                    builder.icmp_signed("<", lane, splat32(count)))
-            return context.get_dummy_value()
-
-        return sig, codegen
-
-    return call
 
 
 def depthwise_tile(R: int, V: int):
