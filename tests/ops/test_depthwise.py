@@ -304,7 +304,13 @@ def _fill_phases(pad, src, base, h, w, hq, wq, s, p):
 @pytest.mark.parametrize("start", [0, 1], ids=["aligned", "unaligned"])
 @pytest.mark.parametrize("geo", [(3, 2, 1, 1, 8, 8), (3, 2, 1, 1, 7, 9), (5, 2, 2, 1, 6, 5),
                                  (3, 2, 0, 1, 9, 7), (3, 3, 1, 1, 11, 10), (3, 2, 1, 2, 10, 9),
-                                 (3, 2, 4, 1, 3, 3), (3, 1, 1, 1, 5, 6), (3, 3, 0, 1, 10, 10)])
+                                 (3, 2, 4, 1, 3, 3), (3, 1, 1, 1, 5, 6), (3, 3, 0, 1, 10, 10),
+                                 # rows of whole vectors, one partial vector overlapping the
+                                 # one before it, an odd last element (AVX-512 and AVX2)
+                                 (3, 2, 1, 1, 3, 16), (3, 2, 1, 1, 3, 17), (3, 2, 1, 1, 2, 33),
+                                 (3, 2, 1, 1, 2, 64), (7, 2, 3, 1, 2, 65), (3, 2, 0, 1, 3, 47),
+                                 (3, 1, 1, 1, 3, 8), (3, 1, 1, 1, 3, 9), (3, 1, 1, 1, 2, 17),
+                                 (3, 1, 1, 1, 2, 31), (3, 1, 0, 1, 3, 40)])
 def test_phase_planes_of_a_padded_plane(geo, start):
     """The strided forward's phase planes (depthwise_loops._fill_phases: at stride 2 each
     row's vectors shuffled into their even and odd lanes, from an aligned source and a

@@ -97,6 +97,7 @@ def _part(x, w, y, y3, geo, dims, pads, size, parts, bias, has_bias, res3, has_r
     filled = -1
     lanes = simd.VECTOR_BYTES // y.itemsize
     taps = kh * kw
+    unroll = kh if kh == kw and kh in UNROLLED and dh == dw == 1 and s == 2 else 0
     for p in range(t * total // parts, (t + 1) * total // parts):
         n, b = p // blocks, p % blocks
         if n != filled:
@@ -114,12 +115,12 @@ def _part(x, w, y, y3, geo, dims, pads, size, parts, bias, has_bias, res3, has_r
                 rows = ROWS if ho - oy >= ROWS else 1
                 yo = ((n * o_ + o0) * ho + oy) * wo + c0
                 if o1 - o0 == BLOCK:
-                    _tile(BLOCK, rows, nv, s, pad, oy * wq + c0, wq, hq, s, c_, size, kh, kw,
-                          dh, dw, w, o0 * c_ * taps, c_ * taps, y, yo, ho * wo, wo, tail)
+                    _tile(BLOCK, rows, nv, s, unroll, pad, oy * wq + c0, wq, hq, s, c_, size,
+                          kh, kw, dh, dw, w, o0 * c_ * taps, c_ * taps, y, yo, ho * wo, wo, tail)
                 else:
                     for r in range(o1 - o0):
-                        _tile(1, rows, nv, s, pad, oy * wq + c0, wq, hq, s, c_, size, kh, kw,
-                              dh, dw, w, (o0 + r) * c_ * taps, c_ * taps, y,
+                        _tile(1, rows, nv, s, 0, pad, oy * wq + c0, wq, hq, s, c_, size,
+                              kh, kw, dh, dw, w, (o0 + r) * c_ * taps, c_ * taps, y,
                               yo + r * ho * wo, ho * wo, wo, tail)
                 oy += rows
         conv_epilogue(y3[n, o0:o1], bias[o0:o1] if has_bias else bias, has_bias,
@@ -127,18 +128,25 @@ def _part(x, w, y, y3, geo, dims, pads, size, parts, bias, has_bias, res3, has_r
 
 
 _ARGS = "x, xo, xs, hq, s, nc, xc, kh, kw, dh, dw, w, wo, wr, y, yo, ys, yr, tail"
-#: (R, Y, V, S) of every tile :func:`_part` calls
-_SHAPES = [(r, q, v, st) for st in (1, 2) for r in (BLOCK, 1)
+#: the kernel sizes whose taps the stride-2 tiles of 4 channels unroll
+#: (simd_plane._unrolled_taps): the stems. Hot, batch 2, two threads, 64x64 input (2-vCPU
+#: AMD EPYC, 2026-11-28, with the phases filled in whole vectors): 3x3 3 -> 16 69-75 ->
+#: 27-38 us, 3 -> 32 113-140 -> 59-71, 7x7 3 -> 64 548-700 -> 400-527. Each size costs
+#: Numba ~5 s more to compile a dtype's forward, once (cached)
+UNROLLED = (3, 7)
+#: (R, Y, V, S, K) of every tile :func:`_part` calls
+_SHAPES = [(r, q, v, st, k) for st in (1, 2) for r in (BLOCK, 1)
+           for k in ((0, *UNROLLED) if st == 2 and r == BLOCK else (0,))
            for q in dict.fromkeys((ROWS, 1)) for v in (2, 1)]
 _TILES = {shape: channel_tile(*shape) for shape in _SHAPES}
 
 
 def _dispatch():
-    """``_tile(R, Y, V, S, *args)``: the tile of that shape. Numba needs each intrinsic
+    """``_tile(R, Y, V, S, K, *args)``: the tile of that shape. Numba needs each intrinsic
     called by its own name, so the branches are written out here once, from _SHAPES."""
-    lines = [f"def _tile(R, Y, V, S, {_ARGS}):"]
-    for k, (r, q, v, st) in enumerate(_SHAPES):
-        cond = f"R == {r} and Y == {q} and V == {v} and S == {st}"
+    lines = [f"def _tile(R, Y, V, S, K, {_ARGS}):"]
+    for k, (r, q, v, st, kk) in enumerate(_SHAPES):
+        cond = f"R == {r} and Y == {q} and V == {v} and S == {st} and K == {kk}"
         lines.append(f"    {'if' if k == 0 else 'elif'} {cond}:\n        _T{k}({_ARGS})")
     env = {f"_T{k}": _TILES[shape] for k, shape in enumerate(_SHAPES)}
     exec("\n".join(lines), env)

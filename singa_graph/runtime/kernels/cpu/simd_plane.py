@@ -116,7 +116,21 @@ def _taps(builder, stride, hq, xs, kh, kw, dh, dw):
             yield builder.add(builder.mul(li.index, kw), lj.index), off
 
 
-def channel_tile(R: int, Y: int, V: int, S: int):
+def _unrolled_taps(builder, S, K, hq, xs):
+    """The taps of a ``K x K`` kernel of stride ``S`` and dilation 1 as :func:`_taps` gives
+    them, each its own code: every offset is a sum of constant multiples of the phase
+    plane's size and pitch, and no loop runs (a 3x3 stem's tap loops ran 3 steps each,
+    their overhead as large as their 8 fused multiply-adds)."""
+    plane = builder.mul(hq, xs)
+    for i in range(K):
+        for j in range(K):
+            off = builder.add(builder.mul(ir.Constant(_I64, (i % S) * S + j % S), plane),
+                              builder.add(builder.mul(ir.Constant(_I64, i // S), xs),
+                                          ir.Constant(_I64, j // S)))
+            yield ir.Constant(_I64, i * K + j), off
+
+
+def channel_tile(R: int, Y: int, V: int, S: int, K: int = 0):
     """The intrinsic ``channel_tile(x, xo, xs, hq, s, nc, xc, kh, kw, dh, dw, w, wo, wr, y,
     yo, ys, yr, tail)``: ``R`` output channels by ``Y`` rows by ``V`` vectors of ``LANES``
     columns of the output of a dense convolution over ``nc`` input channels, each read
@@ -133,7 +147,12 @@ def channel_tile(R: int, Y: int, V: int, S: int):
     the channels are few (an image's three), the sums over pixels x output channels of
     simd.tile have few terms to share the cost of a tile and of its transpose into NCHW;
     here the tile's sums are a run of the output row itself. ``S`` is the stride as a
-    constant; ``S == 0`` reads ``s``."""
+    constant; ``S == 0`` reads ``s``. ``K > 0``: the kernel is ``K x K`` with dilation 1
+    whatever ``kh``, ``kw``, ``dh``, ``dw`` say, its taps unrolled where every vector is
+    whole (:func:`_unrolled_taps`; ``S`` must then be given; a partial vector's tile, at
+    the end of an odd row, keeps the loops and their smaller code)."""
+    if K and not S:
+        raise ValueError("an unrolled channel_tile needs its stride as a constant")
 
     @intrinsic
     def call(typingctx, x, xo, xs, hq, s, nc, xc, kh, kw, dh, dw, w, wo, wr, y, yo, ys, yr,
@@ -164,11 +183,12 @@ def channel_tile(R: int, Y: int, V: int, S: int):
                 for r in range(R):
                     for u in range(len(cells)):
                         builder.store(ir.Constant(vt, [0.0] * L), acc[r][u])
-                taps = builder.mul(kh_, kw_)
+                taps = const(K * K) if K else builder.mul(kh_, kw_)
                 with cgutils.for_range(builder, nc_) as lc:
                     xc0 = builder.add(xo_, builder.mul(lc.index, xc_))
                     wc0 = builder.add(wo_, builder.mul(lc.index, taps))
-                    with _taps(builder, stride, hq_, xs_, kh_, kw_, dh_, dw_) as (t, off):
+
+                    def tap(t, off):
                         base = builder.add(xc0, off)
                         rows = [builder.add(base, builder.mul(const(q), xs_)) for q in range(Y)]
                         xv = [load(vec(xp, builder.add(rows[q], const(v * L))), masks[v])
@@ -181,6 +201,14 @@ def channel_tile(R: int, Y: int, V: int, S: int):
                                 builder.store(builder.call(fma, [wv, xv[u],
                                                                  builder.load(acc[r][u])]),
                                               acc[r][u])
+                    if K and load is not a.load:  # a masked tile keeps its loops
+                        for t, off in _unrolled_taps(builder, S, K, hq_, xs_):
+                            tap(t, off)
+                    else:
+                        kh, kw, dh, dw = (const(K), const(K), const(1), const(1)) if K else \
+                            (kh_, kw_, dh_, dw_)
+                        with _taps(builder, stride, hq_, xs_, kh, kw, dh, dw) as (t, off):
+                            tap(t, off)
                 for r in range(R):
                     for u, (q, v) in enumerate(cells):
                         at = builder.add(builder.add(yo_, builder.mul(const(r), ys_)),
@@ -208,18 +236,32 @@ def _chunks(a, n_, body):
         body(i0, builder.icmp_signed("<", lane, left))
 
 
+def _whole_vectors(a, n_, body):
+    """``body(i0)`` for whole vectors covering ``n_ >= LANES`` elements, the last one
+    starting ``LANES`` before the end (overlapping the one before it: the bodies here
+    copy, so writing an element twice writes the same value). AVX2 has no mask registers,
+    and AMD's masked stores (``vmaskmovps``) run several times slower than plain ones: a
+    stem's stride phases took 1.4 ns an element to fill with them."""
+    builder, L = a.builder, ir.Constant(_I64, a.lanes)
+    with cgutils.for_range(builder, builder.udiv(n_, L)) as lk:
+        body(builder.mul(lk.index, L))
+    with builder.if_then(builder.icmp_unsigned("!=", builder.urem(n_, L), _I64(0))):
+        body(builder.sub(n_, L))
+
+
 @intrinsic
 def copy_row(typingctx, y, yo, x, xo, n):
-    """``y[yo + c] = x[xo + c]`` for ``c < n``, in vectors (masked at the end): a padded
-    plane's rows are short (16 elements at 16x16), and Numba's loop, vectorised 32 or 64
-    elements at a time behind a check that the arrays do not overlap, copied them one
-    element at a time."""
+    """``y[yo + c] = x[xo + c]`` for ``c < n``, in vectors (masked where the row is shorter
+    than one): a padded plane's rows are short (16 elements at 16x16), and Numba's loop,
+    vectorised 32 or 64 elements at a time behind a check that the arrays do not overlap,
+    copied them one element at a time. ``y`` and ``x`` must not overlap."""
     sig = types.void(y, yo, x, xo, n)
 
     def codegen(context, builder, sig, args):
         a = _Args(context, builder, sig, args, y.dtype)
         yo_, xo_, n_ = a.ints(1, 3, 4)
         yp, xp = a.pointers(0, 2)
+        plain_load, plain_store = a.plain()
 
         def vec(base, index):
             return builder.bitcast(builder.gep(base, [index]), a.vt.as_pointer())
@@ -227,7 +269,15 @@ def copy_row(typingctx, y, yo, x, xo, n):
         def body(i0, m):
             a.store(a.load(vec(xp, builder.add(xo_, i0)), m), vec(yp, builder.add(yo_, i0)), m)
 
-        _chunks(a, n_, body)
+        def whole(i0):
+            plain_store(plain_load(vec(xp, builder.add(xo_, i0)), None),
+                        vec(yp, builder.add(yo_, i0)), None)
+
+        with builder.if_else(builder.icmp_signed(">=", n_, _I64(a.lanes))) as (then, short):
+            with then:
+                _whole_vectors(a, n_, whole)
+            with short:
+                _chunks(a, n_, body)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -238,7 +288,9 @@ def split_row(typingctx, y, e0, e1, x, xo, n):
     """``y[e0 + c//2] = x[xo + c]`` for even ``c < n``, ``y[e1 + c//2] = x[xo + c]`` for odd:
     a row of a stride-2 conv's padded plane into its two column phases, each vector of a
     phase shuffled from two vectors of the row (even lanes, odd lanes). Numba's loop read
-    every other element one at a time."""
+    every other element one at a time. Rows of two vectors or more run in whole vectors
+    (:func:`_whole_vectors`), an odd row's last element on its own; shorter ones masked.
+    ``y`` and ``x`` must not overlap."""
     sig = types.void(y, e0, e1, x, xo, n)
 
     def codegen(context, builder, sig, args):
@@ -246,11 +298,12 @@ def split_row(typingctx, y, e0, e1, x, xo, n):
         L = a.lanes
         e0_, e1_, xo_, n_ = a.ints(1, 2, 4, 5)
         yp, xp = a.pointers(0, 3)
+        plain_load, plain_store = a.plain()
         i32 = ir.VectorType(ir.IntType(32), L)
         it = ir.VectorType(_I64, L)
         evens = ir.Constant(i32, list(range(0, 2 * L, 2)))
         odds = ir.Constant(i32, list(range(1, 2 * L, 2)))
-        two, one = ir.Constant(_I64, 2), ir.Constant(_I64, 1)
+        two, one = _I64(2), _I64(1)
 
         def vec(base, index):
             return builder.bitcast(builder.gep(base, [index]), a.vt.as_pointer())
@@ -264,13 +317,31 @@ def split_row(typingctx, y, e0, e1, x, xo, n):
             src = builder.add(xo_, builder.mul(i0, two))
             left = builder.sub(n_, builder.mul(i0, two))  # row elements from lane 0 on
             lo = a.load(vec(xp, src), below(0, left))
-            hi = a.load(vec(xp, builder.add(src, ir.Constant(_I64, L))), below(L, left))
+            hi = a.load(vec(xp, builder.add(src, _I64(L))), below(L, left))
             a.store(builder.shuffle_vector(lo, hi, evens), vec(yp, builder.add(e0_, i0)),
                     below(0, builder.udiv(builder.add(left, one), two)))
             a.store(builder.shuffle_vector(lo, hi, odds), vec(yp, builder.add(e1_, i0)),
                     below(0, builder.udiv(left, two)))
 
-        _chunks(a, builder.udiv(builder.add(n_, one), two), body)
+        def whole(i0):  # the pairs i0 .. i0 + L - 1
+            src = builder.add(xo_, builder.mul(i0, two))
+            lo = plain_load(vec(xp, src), None)
+            hi = plain_load(vec(xp, builder.add(src, _I64(L))), None)
+            plain_store(builder.shuffle_vector(lo, hi, evens), vec(yp, builder.add(e0_, i0)),
+                        None)
+            plain_store(builder.shuffle_vector(lo, hi, odds), vec(yp, builder.add(e1_, i0)),
+                        None)
+
+        with builder.if_else(builder.icmp_signed(">=", n_, _I64(2 * L))) as (then, short):
+            with then:
+                pairs = builder.udiv(n_, two)
+                _whole_vectors(a, pairs, whole)
+                with builder.if_then(builder.icmp_unsigned("!=", builder.urem(n_, two),
+                                                           _I64(0))):
+                    last = builder.load(builder.gep(xp, [builder.add(xo_, builder.sub(n_, one))]))
+                    builder.store(last, builder.gep(yp, [builder.add(e0_, pairs)]))
+            with short:
+                _chunks(a, builder.udiv(builder.add(n_, one), two), body)
         return context.get_dummy_value()
 
     return sig, codegen
