@@ -57,19 +57,22 @@ torch: install
 # the nvidia-* wheels, no GPU needed; skipped where there is none), in a third process
 # because the simulator replaces numba.cuda. The simulator runs kernels in Python threads
 # (tests/cuda/conftest.py makes it thread-safe and quick to switch), so it and then
-# tests/ptx run beside the CPU suite (their reports printed after).
+# tests/ptx run beside the CPU suite (their reports printed after), at a lower priority: cold,
+# all three compile the same CPU kernels, and the CPU suite is the longest.
 # The CPU suite is mostly Numba compiling, one kernel at a time per process, so it runs on
 # two pytest-xdist workers, each taking whole test files (a file's kernels are compiled by
-# one worker; all processes share Numba's on-disk cache).
+# one worker; all processes share Numba's on-disk cache). Both suites list their slowest
+# tests (--durations), first compiles included, so that a slow run can be traced.
 TEST_WORKERS ?= 2
 test: install tools torch
 	@mkdir -p test-artifacts
 	@rm -f test-artifacts/cuda-simulator.rc test-artifacts/ptx.rc  # no stale pass
-	@(NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -q -p no:cacheprovider tests/cuda \
-	    > test-artifacts/cuda-simulator.log 2>&1; echo $$? > test-artifacts/cuda-simulator.rc; \
-	  $(PY) -m pytest -q tests/ptx > test-artifacts/ptx.log 2>&1; \
+	@(NUMBA_ENABLE_CUDASIM=1 nice -n 10 $(PY) -m pytest -q -p no:cacheprovider --durations=10 \
+	    tests/cuda > test-artifacts/cuda-simulator.log 2>&1; echo $$? > test-artifacts/cuda-simulator.rc; \
+	  nice -n 10 $(PY) -m pytest -q tests/ptx > test-artifacts/ptx.log 2>&1; \
 	  echo $$? > test-artifacts/ptx.rc) & side=$$!; \
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --ignore=tests/ptx; cpu=$$?; \
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 --ignore=tests/ptx; \
+	    cpu=$$?; \
 	wait $$side; \
 	echo "== NUMBA_ENABLE_CUDASIM=1 pytest tests/cuda (test-artifacts/cuda-simulator.log)"; \
 	cat test-artifacts/cuda-simulator.log; \

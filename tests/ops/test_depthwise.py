@@ -298,7 +298,7 @@ def test_channels_last_forward_does_not_depend_on_thread_count(monkeypatch):
 def _fill_phases(pad, src, base, h, w, hq, wq, s, p):
     # one compiled function for every geometry (a closure over them compiled one each)
     pad[:] = 0
-    depthwise_loops._fill_phases(pad, src, base, h, w, hq, wq, s, p, p)
+    depthwise_loops.fill_phases(pad, src, base, h, w, hq, wq, s, p, p)
 
 
 @pytest.mark.parametrize("start", [0, 1], ids=["aligned", "unaligned"])
@@ -312,7 +312,7 @@ def _fill_phases(pad, src, base, h, w, hq, wq, s, p):
                                  (3, 1, 1, 1, 3, 8), (3, 1, 1, 1, 3, 9), (3, 1, 1, 1, 2, 17),
                                  (3, 1, 1, 1, 2, 31), (3, 1, 0, 1, 3, 40)])
 def test_phase_planes_of_a_padded_plane(geo, start):
-    """The strided forward's phase planes (depthwise_loops._fill_phases: at stride 2 each
+    """The strided forward's phase planes (depthwise_loops.fill_phases: at stride 2 each
     row's vectors shuffled into their even and odd lanes, from an aligned source and a
     misaligned one) against numpy's slices of the padded plane, the padding's zeros
     included."""

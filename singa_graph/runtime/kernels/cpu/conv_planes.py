@@ -5,7 +5,7 @@ The other kernels spend their fixed costs well only where each output sums many 
 im2col copies the input ``kh*kw`` times for a GEMM of ``C*kh*kw = 27`` rows, and
 conv_direct.py's tiles of pixels by output channels transpose every output into NCHW after
 27 or 147 multiply-adds. Here a part copies its sample's ``C`` planes once, zero-padded and
-split into their stride phases (depthwise_loops._fill_phases: every tap then reads a
+split into their stride phases (depthwise_loops.fill_phases: every tap then reads a
 contiguous run, as at stride 1), and :func:`.simd_plane.channel_tile` sums 4 output
 channels by 2 output rows by up to two vectors of columns in registers, over every channel
 and tap, storing them in place. The conv epilogue (bias, residual, activation) runs on each
@@ -23,7 +23,7 @@ from numba import int64, njit, prange
 from ....ops.conv import on_planes
 from ....runtime import threads
 from ...registry import carve, carved_bytes
-from .depthwise_loops import _fill_phases, phase_planes, phases
+from .depthwise_loops import fill_phases, phase_planes, phases
 from .epilogue import conv_epilogue, epilogue_args
 from .loops import bound
 from . import simd
@@ -102,7 +102,7 @@ def _part(x, w, y, y3, geo, dims, pads, size, parts, bias, has_bias, res3, has_r
         n, b = p // blocks, p % blocks
         if n != filled:
             for c in range(c_):
-                _fill_phases(pad[c * size:], x, (n * c_ + c) * h * w_, h, w_, hq, wq, s, pt,
+                fill_phases(pad[c * size:], x, (n * c_ + c) * h * w_, h, w_, hq, wq, s, pt,
                              pl)
             filled = n
         o0 = b * BLOCK

@@ -10,7 +10,7 @@ do not depend on the thread count.
 """
 from numba import int64, njit, prange, uintp
 
-from .depthwise_loops import _fill_phases, _tap_offset, _widen, part_scratch, phases
+from .depthwise_loops import _tap_offset, _widen, fill_phases, part_scratch, phases
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -149,6 +149,6 @@ def _grad_weight_part(dy, x, dw_, geo, dims, cg, og, ws, parts, t):
         for n in range(n_):
             _widen(wide, dy, (n * o_ + oc) * ho * wo, ho, wo, wq)
             for ci in range(cg):
-                _fill_phases(pad, x, (n * c_ + g * cg + ci) * h * wi, h, wi, hq, wq, s, pt,
+                fill_phases(pad, x, (n * c_ + g * cg + ci) * h * wi, h, wi, hq, wq, s, pt,
                              pl)
                 _dots(dw_, wb + ci * taps, wide, pad, kh, kw, s, dh, dw, hq, wq, ln)

@@ -63,7 +63,7 @@ def _phase_at(r, c, s, hq, wq):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _fill_phases(pad, src, sb, hs, ws, hq, wq, s, pt, pl):
+def fill_phases(pad, src, sb, hs, ws, hq, wq, s, pt, pl):
     """``pad[a, b, r, c] = padded plane[s*r + a, s*c + b]`` for the ``s*s`` phases (at
     stride 1 the one phase is the padded plane): a strided conv then reads every tap
     contiguously, as a stride-1 one does (a stride-2 tap read one element in two, and LLVM
@@ -166,7 +166,7 @@ def _tile(R, V, S, x, xo, xs, hq, s, kh, kw, dh, dw, w, wo, wt, init, acc_in, re
 @njit(cache=True, nogil=True, inline="always")
 def _plane(pad, hq, wq, s, kh, kw, dh, dw, w, wo, wt, init, acc_in, relu, dst, db, ho, wd):
     """Output plane ``dst[db:db + ho*wd]`` (``wd`` wide) of the phase planes ``pad``
-    (:func:`_fill_phases`) on the register tiles: 4 rows by up to 2 vectors of columns at
+    (:func:`fill_phases`) on the register tiles: 4 rows by up to 2 vectors of columns at
     a time (simd_plane.plane_tile, whose docstring gives the other arguments)."""
     lanes = VECTOR_BYTES // dst.itemsize
     S = s if s <= 2 else 0
@@ -184,7 +184,7 @@ def _plane(pad, hq, wq, s, kh, kw, dh, dw, w, wo, wt, init, acc_in, relu, dst, d
 
 @njit(cache=True, nogil=True, inline="always")
 def phase_planes(ws, t, size):
-    """Part ``t``'s phase planes, ``size`` elements, zeroed: :func:`_fill_phases` writes
+    """Part ``t``'s phase planes, ``size`` elements, zeroed: :func:`fill_phases` writes
     only their inside, so their padding is written here once for all the planes."""
     pad = ws[t, :size]
     zero = pad.dtype.type(0)
@@ -240,7 +240,7 @@ def _correlate_part(src, w, dst, transposed, geo, dims, cg, og, bias, has_bias, 
             else:
                 sc = (c // og) * cg + k
                 wb, wt = (c * cg + k) * taps, 1
-            _fill_phases(pad, src, (n * cs + sc) * hs * ws_, hs, ws_, hq, wq, s, pt, pl)
+            fill_phases(pad, src, (n * cs + sc) * hs * ws_, hs, ws_, hq, wq, s, pt, pl)
             _plane(pad, hq, wq, s, kh, kw, dh, dw, w, wb, wt, b0, int64(k > 0),
                    int64(relu and k == cnt - 1), dst, p * ho * wo, ho, wo)
     if has_res or act != NONE:

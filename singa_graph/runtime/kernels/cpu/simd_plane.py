@@ -23,7 +23,7 @@ def plane_tile(R: int, V: int, S: int):
     """The intrinsic ``plane_tile(x, xo, xs, hq, s, kh, kw, dh, dw, w, wo, wt, init, acc_in,
     relu, y, yo, ys, tail)``: ``R`` rows by ``V`` vectors of ``LANES`` outputs of one plane
     of a depthwise convolution of stride ``s``, read from the padded input's ``s*s`` phase
-    planes (depthwise_loops._fill_phases: ``hq`` rows of pitch ``xs`` each; at stride 1 the
+    planes (depthwise_loops.fill_phases: ``hq`` rows of pitch ``xs`` each; at stride 1 the
     padded plane itself). For ``r < R`` and columns ``v*LANES + l`` (``l < tail`` in the
     last vector)::
 
