@@ -25,7 +25,7 @@ def window_max(S: int, KW: int = 0):
     the plane is a masked-off lane that loads as -inf, which leaves any running value as it
     is, so the borders (padding, ceil mode) need no scalar code; the first cell folds with
     itself (``v > v`` is false, NaN included). A stride-2 row of cells is two contiguous
-    loads and a shuffle of their even lanes. Only cells inside the plane are read and only
+    loads (the second one column early) and a shuffle of every other lane. Only cells inside the plane are read and only
     ``y[yo:yo + n]`` is written. Strides 1 and 2; with ``KW`` > 0 the windows are ``KW``
     wide whatever ``kw`` says, and their columns are unrolled.
 
@@ -45,7 +45,7 @@ def window_max(S: int, KW: int = 0):
         def codegen(context, builder, sig, args):
             a = _Args(context, builder, sig, args, y.dtype)
             L, vt = a.lanes, a.vt
-            plain_load, plain_store = a.plain()
+            plain_load = a.plain()[0]
             it = ir.VectorType(_I32, L)  # columns and lane numbers: one compare per mask
             xo_, rs_, rows_, kw_, c0_, w_, yo_, n_ = a.ints(1, 2, 3, 4, 5, 6, 8, 9)
             xp, yp = a.pointers(0, 7)
@@ -144,12 +144,8 @@ def window_max(S: int, KW: int = 0):
                             with border:
                                 window(True)
                 at = builder.bitcast(builder.gep(yp, [builder.add(yo_, i0)]), vt.as_pointer())
-                with builder.if_else(whole) as (then, otherwise):
-                    with then:
-                        plain_store(builder.load(acc), at, None)
-                    with otherwise:
-                        a.store(builder.load(acc), at,
-                                builder.icmp_signed("<", lane, splat32(count)))
+                a.checked_store(count)(builder.load(acc), at,  # count is L where whole
+                                       builder.icmp_signed("<", lane, splat32(count)))
             return context.get_dummy_value()
 
         return sig, codegen
