@@ -18,9 +18,9 @@ class Conv2d(Layer):
     (positionally or by keyword). ``padding`` is an int, ``(ph, pw)`` or SINGA's
     ``(top, bottom, left, right)``; ``pad_mode`` ``SAME_UPPER``/``SAME_LOWER`` computes it.
     ``activation="RELU"`` appends a ReLU. W ~ N(0, 2 / (in/group*kh*kw + out)) as SINGA.
-    ``algo`` picks the CPU algorithm: ``"auto"`` (Winograd for stride-1 3x3 convs of >= 16
-    channels and >= 128 output tiles), ``"direct"`` (im2col + GEMM, exact as im2col rounds)
-    or ``"winograd"``.
+    ``algo`` picks the CPU algorithm: ``"auto"`` (Winograd for float32 stride-1 3x3 convs of
+    >= 16 channels and >= 128 output tiles), ``"direct"`` (im2col + GEMM, exact as im2col
+    rounds) or ``"winograd"``; float64 convs never run Winograd.
     """
 
     def __init__(self, nb_kernels=None, kernel_size=None, *args, stride=1, padding=0,

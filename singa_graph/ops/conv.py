@@ -50,7 +50,8 @@ ALGOS = ("auto", "direct", "winograd")
 
 def algo_name(algo) -> str:
     """A conv algorithm: ``"direct"`` (im2col + GEMM), ``"winograd"`` (F(4x4, 3x3) where it
-    applies: stride-1 3x3 convs, see runtime/kernels/cpu/winograd.py) or ``"auto"``."""
+    applies: float32 stride-1 3x3 convs, see runtime/kernels/cpu/winograd.py) or
+    ``"auto"``."""
     if algo not in ALGOS:
         raise ValueError(f"conv algo must be one of {ALGOS}, got {algo!r}")
     return algo

@@ -16,7 +16,10 @@ the error of every output element stays below ``ERROR_BOUND * eps * (|x| conv |w
 convolution of the absolute values, ``eps`` the dtype's machine epsilon), that is about
 ``1e-5`` relative in float32, over shapes with odd sizes, every padding 0..2 and 1..96
 channels (tests/runtime/test_winograd.py). Conv ops take ``algo="direct"`` for im2col's
-rounding.
+rounding. float64 convs never take Winograd, whatever ``algo`` says (they run im2col + GEMM
+or the direct tiles, conv_direct.py): a float64 model is run for its accuracy (gradient
+checks, reference runs), which Winograd gives up for speed, and the float64 copies of
+these kernels were among the slowest of the package to compile (about 100 s a cache).
 
 Workspace (all planned, see conv.py): the transformed weights ``U`` ``(36, C, O)``, and per
 part of the batch (one thread each) the transformed input ``V`` ``(36, Tc, C)``, the
@@ -176,12 +179,12 @@ def convolve(x, u, y, vf, v4, mf, m4, buf, sb, yb, bias, has_bias, relu, pt, pl,
 # ------------------------------------------------------------------ kernels
 def chosen(op, x_shape, w_shape, dtype) -> bool:
     """Whether the conv ``op`` (a Conv2d, or a Conv2dGradInput with its forward's shapes)
-    runs on this kernel: ``algo="winograd"`` where it applies, ``"auto"`` where it applies
-    to float32/float64 and the channels are many enough for the GEMMs to pay (see
-    bench/conv.py), never with ``"direct"``. It depends on the op and shapes only, so
-    graph and eager runs choose alike."""
+    runs on this kernel: float32 only (see the module's docstring), with
+    ``algo="winograd"`` where it applies, ``"auto"`` where it applies and the channels are
+    many enough for the GEMMs to pay (see bench/conv.py), never with ``"direct"``. It
+    depends on the op, shapes and dtype only, so graph and eager runs choose alike."""
     algo = getattr(op, "algo", "auto")
-    if algo == "direct" or np.dtype(dtype) not in (np.float32, np.float64):
+    if algo == "direct" or np.dtype(dtype) != np.float32:
         return False
     if not applies(op, x_shape, w_shape):
         return False
