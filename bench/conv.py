@@ -307,7 +307,7 @@ def main(argv=None):
     print(f"{time.strftime('%Y-%m-%d')}; {os.cpu_count()} cpus; median ms over {args.rounds} "
           f"alternating rounds x {args.repeat} calls, each framework alone in its process; "
           f"algo {args.algo}")
-    head = f"{'model':<12}{'x':<18}{'w':<16}{'s':>2}{'g':>4}"
+    head = f"{'model':<16}{'x':<18}{'w':<16}{'s':>2}{'g':>6}"
     for k in KINDS:
         head += f"{k + ' ms':>9}{'GF/s':>6}" + (f"{'torch':>7}{'GF/s':>6}" if "torch" in sides
                                                  else "")
@@ -319,8 +319,8 @@ def main(argv=None):
         if "torch" in sides and runs["torch"][0][i] is not None:
             theirs = {k: float(np.median([r[i][k] for r in runs["torch"]])) for k in KINDS}
         f = flops(s, runs["ours"][0][i]["y"])
-        line = (f"{s['model']:<12}{'x'.join(map(str, s['x'])):<18}"
-                f"{'x'.join(map(str, s['w'])):<16}{s['stride'][0]:>2}{s['groups']:>4}")
+        line = (f"{s['model']:<16}{'x'.join(map(str, s['x'])):<18}"
+                f"{'x'.join(map(str, s['w'])):<16}{s['stride'][0]:>2}{s['groups']:>6}")
         for k in KINDS:
             line += f"{ours[k] * 1e3:>9.3f}{f / ours[k] / 1e9:>6.0f}"
             if "torch" in sides:
