@@ -82,18 +82,40 @@ def toolkit():
         pytest.skip(str(e))
 
 
+class _Compiled(dict):
+    """``{cc: [(entry, ptx, error)]}`` for every recorded signature, each target compiled
+    when a test first asks for it: a pytest-xdist worker given one target's tests (make
+    test runs this suite on two, grouped by target) compiles that target alone."""
+
+    def __init__(self, sigs):
+        super().__init__()
+        self.sigs = sigs
+
+    def __missing__(self, cc):
+        with offline_nvvm.offline(cc):
+            self[cc] = [(e, *_compile(e, cc)) for e in self.sigs]
+        return self[cc]
+
+
 @pytest.fixture(scope="module")
 def compiled(toolkit):
-    """``{cc: [(entry, ptx, error)]}`` for every recorded signature."""
-    sigs = _record()
-    out = {}
-    for cc in TARGETS:
-        with offline_nvvm.offline(cc):
-            out[cc] = [(e, *_compile(e, cc)) for e in sigs]
-    return out
+    return _Compiled(_record())
 
 
-@pytest.mark.parametrize("cc", TARGETS, ids=lambda cc: f"sm_{cc[0]}{cc[1]}")
+def _name(cc) -> str:
+    return f"sm_{cc[0]}{cc[1]}"
+
+
+def _by_target(cc):
+    """Parameter ``cc`` in its target's xdist group: one worker compiles each target."""
+    return pytest.param(cc, id=_name(cc), marks=pytest.mark.xdist_group(name=_name(cc)))
+
+
+#: the target whose PTX test_float32_kernels_compute_in_float32 reads
+CHECKED = TARGETS[0]
+
+
+@pytest.mark.parametrize("cc", [_by_target(cc) for cc in TARGETS])
 def test_every_recorded_kernel_compiles(compiled, cc):
     bad = [f"{_label(e)}\n  first launched by {e['test']}\n    {err}"
            for e, _, err in compiled[cc] if err]
@@ -101,7 +123,7 @@ def test_every_recorded_kernel_compiles(compiled, cc):
                      f"for sm_{cc[0]}{cc[1]}:\n" + "\n".join(bad))
 
 
-@pytest.mark.parametrize("cc", TARGETS, ids=lambda cc: f"sm_{cc[0]}{cc[1]}")
+@pytest.mark.parametrize("cc", [_by_target(cc) for cc in TARGETS])
 def test_ptx_assembles(compiled, toolkit, cc):
     """ptxas turns PTX into the GPU's code when the driver loads a kernel: resource limits
     (shared memory, registers) and PTX the target lacks fail there, not in NVVM."""
@@ -168,13 +190,14 @@ def _float32_kernel(entry) -> bool:
     return "float32" in arrays and "float64" not in arrays
 
 
+@pytest.mark.xdist_group(name=_name(CHECKED))
 def test_float32_kernels_compute_in_float32(compiled):
     """``cvt.f64.f32`` in a float32 kernel's PTX is float32 data promoted to float64: a
     Python float (literal or global), an int literal unified with a float32, or a float64
     scalar argument put it there. (libdevice's own float32 functions use some float64
     internally, sinf's slow path for one, but never promote the data so.)"""
     found = {}
-    for e, ptx, _ in compiled[(9, 0)]:
+    for e, ptx, _ in compiled[CHECKED]:
         name = f"{e['module'].rsplit('.', 1)[1]}.{e['kernel']}"
         if ptx is None or not _float32_kernel(e) or name in DELIBERATE_F64:
             continue
