@@ -120,7 +120,7 @@ def test_every_recorded_kernel_compiles(compiled, cc):
     bad = [f"{_label(e)}\n  first launched by {e['test']}\n    {err}"
            for e, _, err in compiled[cc] if err]
     assert not bad, (f"{len(bad)} of {len(compiled[cc])} kernel signatures do not compile "
-                     f"for sm_{cc[0]}{cc[1]}:\n" + "\n".join(bad))
+                     f"for {_name(cc)}:\n" + "\n".join(bad))
 
 
 @pytest.mark.parametrize("cc", [_by_target(cc) for cc in TARGETS])
@@ -129,7 +129,7 @@ def test_ptx_assembles(compiled, toolkit, cc):
     (shared memory, registers) and PTX the target lacks fail there, not in NVVM."""
     if toolkit.ptxas is None:
         pytest.skip(f"no ptxas in the toolkit of {toolkit.nvvm}: PTX not assembled")
-    arch = f"-arch=sm_{cc[0]}{cc[1]}"
+    arch = f"-arch={_name(cc)}"
 
     def assemble(k, ptx):
         src = os.path.join(tmp, f"k{k}.ptx")
