@@ -15,6 +15,16 @@ def vector_block(dtype) -> int:
     return host.vector_bytes() // np.dtype(dtype).itemsize
 
 
+def tiled(dtype) -> bool:
+    """Whether values of ``dtype`` may run on the CPU's register-tile kernels (direct convs
+    and GEMMs, the plane tiles, pointwise dots, channels-last chains). float32 only: those
+    kernels exist for speed, while a float64 model is run for its accuracy (gradient
+    checks, reference runs), which the loop and im2col + GEMM kernels give it as well
+    (oneDNN has no float64 convs at all). Each dtype a tile kernel takes is also one more
+    long Numba compile (about 4 minutes of a cold test run for float64)."""
+    return np.dtype(dtype) == np.float32
+
+
 def broadcast_shape(a: tuple, b: tuple) -> tuple:
     """numpy's broadcasting rule, raising ShapeError that names both shapes."""
     try:

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
-from ._util import need_float, same_dtype, vector_block
+from ._util import need_float, same_dtype, tiled, vector_block
 
 __all__ = ["Conv2d", "Conv2dNHWC", "pointwise_nhwc", "Conv2dGradInput", "Conv2dGradWeight",
            "conv2d"]
@@ -203,7 +203,8 @@ class Conv2dNHWC(Conv2d):
     channels-last pass of CPU inference plans (:mod:`singa_graph.passes.layout`) for the
     convs it has kernels for (:meth:`supports`): a pointwise conv is then one GEMM over the
     whole batch, a depthwise conv reads every tap as a run of channels, and neither
-    transposes an operand. Inference only: no gradient."""
+    transposes an operand. float32 only (:func:`~singa_graph.ops._util.tiled`); inference
+    only: no gradient."""
 
     differentiable = False
     weight_layout = "HWIO"
@@ -240,8 +241,8 @@ class Conv2dNHWC(Conv2d):
             raise UnsupportedOpError(f"Conv2dNHWC has kernels for pointwise and depthwise "
                                      f"convs only, not weight {w.shape} with groups="
                                      f"{self.groups}, stride {self.stride}")
-        if np.dtype(x.dtype) not in (np.float32, np.float64):
-            raise UnsupportedOpError(f"Conv2dNHWC computes float32 and float64, not {x.dtype}")
+        if not tiled(x.dtype):
+            raise UnsupportedOpError(f"Conv2dNHWC computes float32, not {x.dtype}")
         return super().infer(x, oihw, *rest)
 
     def gradient(self, inputs, outputs, dys, needs):
@@ -297,8 +298,8 @@ def on_planes(op, w_shape) -> bool:
 
 class Conv2dDirect(Conv2d):
     """:class:`Conv2d` on NCHW activations whose weight is held in blocks of ``B`` output
-    channels, ``(ceil(O/B), kh, kw, S, B)``, ``B`` the values of a 64-byte vector (16
-    float32, 8 float64), the last block filled up with zeros (``out_channels`` is ``O``):
+    channels, ``(ceil(O/B), kh, kw, S, B)``, ``B`` the float32 values of a vector
+    register (16 with AVX-512, 8 with AVX2), the last block filled up with zeros (``out_channels`` is ``O``):
     its kernel keeps tiles of output pixels by output channels in vector registers and
     reads a tap's weights for ``B`` output channels as one vector, each block's weights as
     one contiguous run, with no im2col. ``S`` is ``C`` for one group. Grouped convs (of
@@ -306,8 +307,8 @@ class Conv2dDirect(Conv2d):
     :meth:`group_span` input channels a block, from channel :meth:`group_start` of
     the block's first output channel on: the ``B`` lanes' groups side by side, each lane's
     weights zero outside its group, so that one vector of weights still serves a tap.
-    Made by :mod:`singa_graph.passes.direct` in CPU inference plans; inference only: no
-    gradient."""
+    Made by :mod:`singa_graph.passes.direct` in CPU inference plans; float32 only
+    (:func:`~singa_graph.ops._util.tiled`); inference only: no gradient."""
 
     differentiable = False
 
@@ -358,10 +359,9 @@ class Conv2dDirect(Conv2d):
     def supports(op, w_shape, dtype) -> bool:
         """Whether a Conv2d ``op`` with (OIHW) weight shape ``w_shape`` can run so: one
         group, or groups of more than one input channel (depthwise convs have kernels of
-        their own)."""
+        their own), float32 (:func:`~singa_graph.ops._util.tiled`)."""
         return (type(op) is Conv2d and len(w_shape) == 4
-                and (op.groups == 1 or w_shape[1] > 1)
-                and np.dtype(dtype) in (np.float32, np.float64))
+                and (op.groups == 1 or w_shape[1] > 1) and tiled(dtype))
 
     @staticmethod
     def wins(op, x_shape, w_shape, y_shape, dtype) -> bool:
@@ -412,9 +412,8 @@ class Conv2dDirect(Conv2d):
                              f"input {x.shape}: it reads "
                              f"{self.group_span(o, x.shape[1], g, b)} channels a block")
         oihw = SimpleNamespace(shape=(o, cg, kh, kw), dtype=w.dtype, name=w.name, ndim=4)
-        if np.dtype(x.dtype) not in (np.float32, np.float64):
-            raise UnsupportedOpError(f"Conv2dDirect computes float32 and float64, not "
-                                     f"{x.dtype}")
+        if not tiled(x.dtype):
+            raise UnsupportedOpError(f"Conv2dDirect computes float32, not {x.dtype}")
         return super().infer(x, oihw, *rest)
 
     def gradient(self, inputs, outputs, dys, needs):

@@ -1,10 +1,10 @@
 """Matrix products: MatMul (batched, optional transposes), AddBias and ONNX's Gemm."""
 from __future__ import annotations
 
-from ..errors import ShapeError
+from ..errors import ShapeError, UnsupportedOpError
 from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
-from ._util import broadcast_shape, need_float, same_dtype, vector_block
+from ._util import broadcast_shape, need_float, same_dtype, tiled, vector_block
 
 __all__ = ["MatMul", "AddBias", "Gemm", "matmul", "add_bias", "gemm"]  # MatMulDirect: passes
 
@@ -60,7 +60,8 @@ class MatMulDirect(Operation):
     B)``, ``B`` the values of a 64-byte vector, the last block filled up with zeros: each
     tile then streams one contiguous run. Made by :mod:`singa_graph.passes.direct` in CPU
     inference plans (from a MatMul by a constant and the Add of a constant bias after it,
-    or a Gemm); inference only: no gradient."""
+    or a Gemm); float32 only (:func:`~singa_graph.ops._util.tiled`); inference only: no
+    gradient."""
 
     differentiable = False
 
@@ -94,7 +95,10 @@ class MatMulDirect(Operation):
         if bias and bias[0].shape != (n,):
             raise ShapeError(f"bias {bias[0].shape} does not match {n} columns")
         need_float(x, w)
-        return [TensorSpec(tuple(x.shape[:-1]) + (n,), same_dtype(x, w, *bias))]
+        dtype = same_dtype(x, w, *bias)
+        if not tiled(dtype):
+            raise UnsupportedOpError(f"MatMulDirect computes float32, not {dtype}")
+        return [TensorSpec(tuple(x.shape[:-1]) + (n,), dtype)]
 
 
 class AddBias(Operation):

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops._util import tiled
 from ..ops.conv import Conv2d, Conv2dDirect
 from ..ops.linalg import Gemm, MatMul, MatMulDirect
 from .inference import _is_leaf_with_data, _node_like, _Uses
@@ -146,7 +147,7 @@ def direct_matmuls(graph, weight_copies: bool = True) -> int:
         (y,) = n.outputs
         rows = int(np.prod(x.shape[:-1]))
         if not (_is_leaf_with_data(w) and len(w.shape) == 2 and len(x.shape) >= 2
-                and np.dtype(y.dtype) in (np.float32, np.float64) and x.dtype == w.dtype
+                and tiled(y.dtype) and x.dtype == w.dtype
                 and rows <= MAX_ROWS and w.shape[0] * w.shape[1] >= MIN_WEIGHT_VALUES):
             continue
         cols = w.shape[0] if trans_w else w.shape[1]

@@ -30,18 +30,18 @@ behind it.
 A chain is converted only when it holds both a depthwise and a pointwise conv, so the
 transposes at its ends replace the ones its depthwise kernels would pay anyway. Pointwise
 GEMMs block their sums another way than the NCHW kernel, so results match the NCHW plan
-within float32 rounding (tests/passes/test_layout.py), not bit for bit.
+within float32 rounding (tests/passes/test_layout.py), not bit for bit. Only float32
+chains convert (:func:`~singa_graph.ops._util.tiled`): a float64 plan keeps NCHW.
 """
 from __future__ import annotations
 
 import copy
 
-import numpy as np
-
 from .. import host
 from ..ir import node as _node
 from ..ir.tensor import Tensor
 from ..ops import formulas
+from ..ops._util import tiled
 from ..ops.conv import Conv2dNHWC, pointwise_nhwc
 from ..ops.reduce import Mean
 from ..ops.shape import Reshape, Transpose
@@ -51,7 +51,6 @@ __all__ = ["Permuted", "PermutedWeights", "channels_last"]
 
 TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
 HWIO = (2, 3, 1, 0)  # OIHW -> HWIO
-FLOATS = (np.float32, np.float64)
 
 
 class Permuted(Derived):
@@ -105,7 +104,7 @@ class PermutedWeights:
 
 # ---------------------------------------------------------------------- what can go NHWC
 def _activation(t) -> bool:
-    return len(t.shape) == 4 and np.dtype(t.dtype) in FLOATS
+    return len(t.shape) == 4 and tiled(t.dtype)
 
 
 def _kind(n) -> str | None:

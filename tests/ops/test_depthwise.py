@@ -114,7 +114,7 @@ def test_depthwise_gradients_every_layout_match_torch(case, layout, which, monke
         monkeypatch.setattr(depthwise.last, "units_of", lambda n, c, parts: min(3, c))
     x, W, b, dy, a = _case(case, np.float32)
     if which == 1:
-        assert depthwise._dx_is_last(ops.Conv2d(*a), W.shape, x.shape) == (layout != "planes")
+        assert depthwise._dx_is_last(ops.Conv2d(*a), W.shape, x) == (layout != "planes")
     got = _ours_all(x, W, None, dy, *a)[which]
     want = _torch_all(x, W, None, dy, *a)[which]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
@@ -284,7 +284,7 @@ def test_unequal_strides_and_wide_groups_keep_im2col():
 def test_channels_last_forward_does_not_depend_on_thread_count(monkeypatch):
     # the channel ranges per sample follow the thread count; each output's sum does not
     x, W, b, _, a = _case((1, 70, 1, 4, 4, 3, 1, 1, 1), np.float32)
-    assert depthwise._is_last(ops.Conv2d(*a), W.shape, (1, 70, 4, 4))
+    assert depthwise._is_last(ops.Conv2d(*a), W.shape, x)  # y is shaped like x here
     outs = []
     for n in (1, 2, 5):
         monkeypatch.setattr(depthwise.threads, "num_threads", lambda n=n: n)

@@ -17,10 +17,10 @@ def _numpy(x, w, b):
     return (y + b[None, :, None]).reshape(x.shape[0], w.shape[0], *x.shape[2:])
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", SHAPES)
-def test_pointwise_matches_numpy_and_the_gemm_path(shape, dtype, monkeypatch):
+def test_pointwise_matches_numpy_and_the_gemm_path(shape, monkeypatch):
     n, c, o, h, w = shape
+    dtype = np.float32  # float64 convs run im2col + GEMM (tests/runtime/test_tiled.py)
     rng = np.random.default_rng(c)
     x = rng.standard_normal((n, c, h, w)).astype(dtype)
     W = (rng.standard_normal((o, c, 1, 1)) / np.sqrt(c)).astype(dtype)
@@ -29,7 +29,7 @@ def test_pointwise_matches_numpy_and_the_gemm_path(shape, dtype, monkeypatch):
                                        (n, o, h, w), dtype))
     y = eager(lambda *t: ops.conv2d(*t), x, W, b)
     # float32 sums of C products in another order than numpy's: a few ulp of the terms
-    tol = 1e-5 if dtype == np.float32 else 1e-13
+    tol = 1e-5
     np.testing.assert_allclose(y, _numpy(x, W, b), rtol=tol, atol=tol)
     monkeypatch.setattr(pointwise, "MAX_COLUMNS", 0)  # the per-sample GEMMs
     np.testing.assert_allclose(y, eager(lambda *t: ops.conv2d(*t), x, W, b), rtol=tol,
@@ -55,10 +55,10 @@ PATCH_CASES = [(64, 256, (3, 3), 1, 1, 1, 3, 3), (16, 40, (3, 2), (2, 1), (1, 0)
                (20, 17, (5, 5), 1, 2, 1, 2, 2)]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("case", PATCH_CASES)
-def test_patches_match_the_im2col_path(case, dtype, monkeypatch):
+def test_patches_match_the_im2col_path(case, monkeypatch):
     c, o, k, s, p, d, h, w = case
+    dtype = np.float32
     rng = np.random.default_rng(o)
     x = rng.standard_normal((2, c, h, w)).astype(dtype)
     W = (rng.standard_normal((o, c) + k) / np.sqrt(c * k[0] * k[1])).astype(dtype)
@@ -72,5 +72,4 @@ def test_patches_match_the_im2col_path(case, dtype, monkeypatch):
     y = eager(conv_, x, W, b)
     monkeypatch.setattr(pointwise, "MIN_PATCH_OUTPUTS", 0)  # im2col + GEMM
     want = eager(conv_, x, W, b)
-    tol = 1e-5 if dtype == np.float32 else 1e-13
-    np.testing.assert_allclose(y, want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)

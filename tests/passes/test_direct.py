@@ -70,9 +70,9 @@ CASES = [  # n, c, h, w, o, k, stride, pads, dilation, groups, bias, residual, a
 
 
 @pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_kernel_matches_a_float64_reference_on_any_thread_count(case, dtype):
+def test_kernel_matches_a_float64_reference_on_any_thread_count(case):
     n, c, h, wd, o, k, s, pads, dil, g, has_b, has_res, act = case
+    dtype = np.float32  # the tiles' only dtype (ops._util.tiled)
     rng = np.random.default_rng(sum(case[:6]))
     x = rng.standard_normal((n, c, h, wd)).astype(dtype)
     w = (rng.standard_normal((o, c // g, k, k)) / np.sqrt(c // g * k * k)).astype(dtype)
@@ -128,15 +128,15 @@ def _t(a):
     return Tensor(data=np.asarray(a), requires_grad=False)
 
 
-def _small_cnn(seed=0):
+def _small_cnn(seed=0, dtype=np.float32):
     def build():
         rng = np.random.default_rng(seed)
 
         def c(*shape):
             return _t((rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:])))
-                      .astype(np.float32))
+                      .astype(dtype))
 
-        x = Placeholder((2, 3, 16, 16), dtype=np.float32, name="x")
+        x = Placeholder((2, 3, 16, 16), dtype=dtype, name="x")
         y = ops.relu(ops.conv2d(x, c(32, 3, 3, 3), c(32), 2, 1))      # stem: stays
         z = ops.relu(ops.conv2d(y, c(32, 32, 3, 3), c(32), 1, 1))     # direct
         z = ops.conv2d(z, c(32, 32, 3, 3), None, 1, 1)                # direct, + residual
@@ -171,6 +171,28 @@ def test_converted_plan_matches_the_unoptimised_graph_and_follows_the_weights():
         np.testing.assert_array_equal(
             f.weight.data, np.transpose(src.reshape(o // B, B, *src.shape[1:]), BLOCKED))
     assert not np.allclose(plan.run([x])[0], y)
+
+
+def test_float64_plans_keep_the_plain_kernels():
+    # the register tiles are float32's (ops._util.tiled): float64 is run for its accuracy
+    from singa_graph.ops.linalg import MatMulDirect
+
+    conv = ops.Conv2d(1, (1, 1, 1, 1))
+    assert not wins(conv, (2, 128, 8, 8), (32, 128, 3, 3), (2, 32, 8, 8), np.float64)
+    build = _small_cnn(dtype=np.float64)
+    plan, plan0 = compile(build()), compile(build(), fuse=False)
+    labels = [n.op.label for n in plan.nodes if n.type.startswith("Conv2d")]
+    assert labels == ["Conv2d+ReLU", "Conv2d+ReLU", "Conv2d+Add+ReLU", "Conv2d+ReLU",
+                      "Conv2d"], labels
+    x = np.random.default_rng(3).standard_normal((2, 3, 16, 16))
+    np.testing.assert_allclose(plan.run([x])[0], plan0.run([x])[0], rtol=1e-12, atol=1e-12)
+    x64, w64 = (Tensor.symbolic(s, np.float64)
+                for s in [(2, 8, 4, 4), Conv2dDirect.blocked_shape((8, 8, 3, 3), np.float64)])
+    with pytest.raises(Exception, match="float32, not float64"):
+        Conv2dDirect.of(ops.Conv2d(1, 1), 8).infer(x64, w64)
+    with pytest.raises(Exception, match="float32, not float64"):
+        MatMulDirect().infer(Tensor.symbolic((2, 8), np.float64),
+                             Tensor.symbolic((8, 4), np.float64))
 
 
 def test_grouped_convs_run_direct_on_a_spread_copy_of_their_weight():
@@ -212,12 +234,12 @@ def test_grouped_convs_run_direct_on_a_spread_copy_of_their_weight():
 # ---------------------------------------------------------------------- products
 @pytest.mark.parametrize("m, k, n, has_bias", [(8, 300, 768, True), (2, 64, 40, False),
                                                (13, 17, 8, True), (35, 128, 1000, True)])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("blocked", [False, True])
 def test_matmul_kernel_matches_a_float64_reference_on_any_thread_count(m, k, n, has_bias,
-                                                                       dtype, blocked):
+                                                                       blocked):
     from singa_graph.ops.linalg import MatMulDirect
 
+    dtype = np.float32
     rng = np.random.default_rng(m + k + n)
     x = rng.standard_normal((m, k)).astype(dtype)
     w = rng.standard_normal((k, n)).astype(dtype)

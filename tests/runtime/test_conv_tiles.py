@@ -35,6 +35,29 @@ def test_which_plain_convs_take_the_tiles():
     assert not _chosen((32, 16, 32, 32), (32, 16, 1, 1), s=2, p=0)  # 16-channel 1x1
     assert not _chosen((2, 32, 80, 80), (32, 32, 3, 3))         # 6400 pixels a plane
     assert not _chosen((8, 64, 16, 16), (128, 64, 3, 3), s=2, dtype=np.float16)
+    assert not _chosen((8, 64, 16, 16), (128, 64, 3, 3), s=2, dtype=np.float64)
+
+
+def test_float64_takes_no_tile_kernel(monkeypatch):
+    # the register tiles, channels-last depthwise kernels and dot products are float32's
+    # (ops._util.tiled): float64 runs the plane loops, im2col and BLAS
+    from singa_graph.runtime.kernels.cpu import conv, depthwise, dots, linalg, pointwise
+
+    for dt, want in ((f32, True), (np.float64, False)):
+        dw = ops.Conv2d(1, 1, 1, 64)
+        y = np.zeros((2, 64, 4, 4), dt)
+        assert depthwise._is_last(dw, (64, 1, 3, 3), y) is want
+        assert depthwise._dx_is_last(dw, (64, 1, 3, 3), y) is want
+        dy, x, w = (np.zeros(s, dt) for s in [(2, 64, 4, 4), (2, 64, 4, 4), (64, 1, 3, 3)])
+        assert (depthwise._dw_last_plan(dw, [dy, x], [w]) is not None) is want
+        gm = conv._Geom(ops.Conv2d(1, 0), (2, 320, 2, 2), (1280, 320, 1, 1),
+                        (2, 1280, 2, 2), dt)
+        assert pointwise.chosen(gm) is want
+    a, b = np.ones((2, 64)), np.ones((100, 64)).T  # a classifier's rows by a transposed weight
+    monkeypatch.setattr(dots, "rows_by_dots", lambda *args: pytest.fail("dots in float64"))
+    c = np.zeros((2, 100))
+    linalg.split_matmul(a, b, c)()
+    np.testing.assert_array_equal(c, a @ b)
 
 
 def _blocked(w):
@@ -58,10 +81,10 @@ CASES = [  # n, c, h, w, o, k, stride, pad, bias, residual, act
 ]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("case", CASES)
-def test_plain_conv_equals_the_inference_op_and_a_float64_reference(case, dtype):
+def test_plain_conv_equals_the_inference_op_and_a_float64_reference(case):
     n, c, h, wd, o, k, s, p, has_b, has_res, act = case
+    dtype = f32
     rng = np.random.default_rng(sum(case[:6]))
     x = rng.standard_normal((n, c, h, wd)).astype(dtype)
     w = (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype(dtype)

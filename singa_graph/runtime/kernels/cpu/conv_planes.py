@@ -17,9 +17,9 @@ the tile and the thread: graph and eager runs, which both choose by shapes alone
 channels)`` pairs; each holds one sample's phase planes (``C*s*s*Hq*Wq`` values) in its
 slice of planned workspace.
 """
-import numpy as np
 from numba import int64, njit, prange
 
+from ....ops._util import tiled
 from ....ops.conv import on_planes
 from ....runtime import threads
 from ...registry import carve, carved_bytes
@@ -37,11 +37,11 @@ BLOCK, ROWS = 4, (2 if simd.REGISTERS >= 32 else 1)
 
 
 def chosen(op, x_shape, w_shape, y_shape, dtype) -> bool:
-    """Whether the plain Conv2d ``op`` runs here: a 2-d float32/64 conv that
-    :func:`~singa_graph.ops.conv.on_planes` gives these tiles. Shapes alone decide, so
-    graph and eager runs choose alike."""
-    return (len(x_shape) == 4 and len(w_shape) == 4 and on_planes(op, w_shape)
-            and np.dtype(dtype) in (np.float32, np.float64)
+    """Whether the plain Conv2d ``op`` runs here: a 2-d float32 conv (float64 ones run
+    im2col + GEMM: :func:`~singa_graph.ops._util.tiled`) that
+    :func:`~singa_graph.ops.conv.on_planes` gives these tiles. Shapes and dtype alone
+    decide, so graph and eager runs choose alike."""
+    return (len(x_shape) == 4 and len(w_shape) == 4 and on_planes(op, w_shape) and tiled(dtype)
             and getattr(op, "algo", "auto") == "auto")
 
 

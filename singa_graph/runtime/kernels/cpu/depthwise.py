@@ -19,6 +19,7 @@ conv.py's (workspace, factory) pairs so that they do.
 import numpy as np
 
 from ....ops import formulas
+from ....ops._util import tiled
 from ....runtime import threads
 from ...registry import carve, carved_bytes
 from . import depthwise_channels_last as last
@@ -119,25 +120,27 @@ LAST_PLANE, LAST_PLANE_STRIDED = 64, 64
 LAST_PLANE_STRIDED_DX = 1024
 
 
-def _true_depthwise(op, w_shape):
-    return w_shape[1] == 1 and w_shape[0] == op.groups
+def _runs_last(op, w_shape, dtype):
+    """Whether a conv may run channels-innermost: depthwise, float32 (float64 convs run
+    plane by plane, :func:`~singa_graph.ops._util.tiled`)."""
+    return w_shape[1] == 1 and w_shape[0] == op.groups and tiled(dtype)
 
 
-def _is_last(op, w_shape, y_shape):
-    """Whether the depthwise forward runs channels-innermost."""
-    if not _true_depthwise(op, w_shape):
+def _is_last(op, w_shape, y):
+    """Whether the depthwise forward into ``y`` runs channels-innermost."""
+    if not _runs_last(op, w_shape, y.dtype):
         return False
-    plane = y_shape[2] * y_shape[3]
+    plane = y.shape[2] * y.shape[3]
     return plane <= (LAST_PLANE if op.stride[0] == 1 else LAST_PLANE_STRIDED)
 
 
-def _dx_is_last(op, w_shape, dx_shape):
+def _dx_is_last(op, w_shape, dx):
     """Whether a depthwise input gradient runs channels-innermost: at stride 1 as the
     forward of ``dy`` with the kernels flipped, strided as the forward's adjoint (measured
     at batch 2, one thread: 960 channels at 2x2 0.41 ms plane by plane against 0.02; 5x5
     kernels on 672 at 4x4 0.14 against 0.03)."""
-    return (_true_depthwise(op, w_shape)
-            and dx_shape[2] * dx_shape[3] <= (LAST_PLANE if op.stride == (1, 1)
+    return (_runs_last(op, w_shape, dx.dtype)
+            and dx.shape[2] * dx.shape[3] <= (LAST_PLANE if op.stride == (1, 1)
                                               else LAST_PLANE_STRIDED_DX))
 
 
@@ -154,7 +157,7 @@ def _last_plan(ins, outs):
 
 
 def _conv_ws(op, ins, outs):
-    if _is_last(op, ins[1].shape, outs[0].shape):
+    if _is_last(op, ins[1].shape, outs[0]):
         return carved_bytes(*_last_plan(ins, outs)[0])
     return carved_bytes(_spec(_plan(op, "fwd", outs[0].shape, ins[1].shape, ins[0].shape),
                               outs[0].dtype))
@@ -174,7 +177,7 @@ def conv2d(op, ins, outs, ws):
         act = NONE
     cg, og = _widths(w.shape, op.groups)
     plan = _plan(op, "fwd", y.shape, w.shape, x.shape)
-    if _is_last(op, w.shape, y.shape):
+    if _is_last(op, w.shape, y):
         specs, parts, per_sample = _last_plan(ins, outs)
         wt, scratch = carve(ws, *specs)
         y3 = y.reshape(y.shape[0], y.shape[1], -1)
@@ -195,7 +198,7 @@ def conv2d(op, ins, outs, ws):
 
 
 def _grad_input_ws(op, ins, outs):
-    if _dx_is_last(op, ins[1].shape, outs[0].shape):
+    if _dx_is_last(op, ins[1].shape, outs[0]):
         return carved_bytes(*_last_plan(ins, outs)[0])
     plan = _plan(op, _dx_kind(op), ins[0].shape, ins[1].shape, outs[0].shape)
     return carved_bytes(_spec(plan, outs[0].dtype))
@@ -207,7 +210,7 @@ def conv2d_grad_input(op, ins, outs, ws):
     cg, og = _widths(w.shape, op.groups)
     kind = _dx_kind(op)
     plan = _plan(op, kind, dy.shape, w.shape, dx.shape)
-    if _dx_is_last(op, w.shape, dx.shape):
+    if _dx_is_last(op, w.shape, dx):
         specs, parts, per_sample = _last_plan(ins, outs)
         wt, scratch = carve(ws, *specs)
         dx3 = dx.reshape(dx.shape[0], dx.shape[1], -1)
@@ -244,7 +247,7 @@ LAST_PLANE_DW = 64
 def _dw_last_plan(op, ins, outs):
     """``(spec, parts, units)`` of the channels-innermost weight gradient, or None."""
     dy, x, w = ins[0].shape, ins[1].shape, outs[0].shape
-    if not _true_depthwise(op, w) or dy[2] * dy[3] > LAST_PLANE_DW:
+    if not _runs_last(op, w, outs[0].dtype) or dy[2] * dy[3] > LAST_PLANE_DW:
         return None
     units = last.units_of(1, x[1], _parts(x[1]))
     parts = _parts(units)

@@ -3,6 +3,7 @@ split into one block per thread when the product is large; other products (batch
 integer) use numpy's matmul."""
 import numpy as np
 
+from ....ops._util import tiled
 from ... import threads
 from ...registry import kernel
 from . import blas, dots
@@ -30,7 +31,8 @@ def split_matmul(a, b, y):
     # the size test first: asking Numba for its thread count costs more than it, and
     # plans of deep models bind thousands of small products
     parts = threads.num_threads() if 2 * m * n * a.shape[1] >= SPLIT_FLOPS else 1
-    if m <= blas.GEMV_ROWS and a.flags.c_contiguous and b.T.flags.c_contiguous:
+    if (m <= blas.GEMV_ROWS and a.flags.c_contiguous and b.T.flags.c_contiguous
+            and tiled(y.dtype)):
         # a few rows times a transposed weight (a classifier: Gemm with transB, batch 2):
         # each weight row read once for all rows, where a GEMV per row read the weight
         # once per row (mobilenet_v2's 1280x1000 in the whole model: see dots.py)

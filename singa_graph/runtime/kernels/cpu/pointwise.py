@@ -23,6 +23,7 @@ count; they differ from BLAS's in the last bits (another summation order).
 import numpy as np
 from numba import int64, njit, prange, uintp
 
+from ....ops._util import tiled
 from .conv_loops import im2col
 from .dots import FAST, block_of, products
 from .epilogue import conv_epilogue
@@ -46,7 +47,7 @@ def chosen(gm) -> bool:
     """Whether the conv of geometry ``gm`` (conv.py's ``_Geom``) runs here."""
     larger = 0 < MIN_PATCH_OUTPUTS <= gm.o
     return ((gm.pointwise or larger) and gm.g == 1 and gm.n * gm.l <= MAX_COLUMNS
-            and gm.k >= MIN_CHANNELS and gm.dtype in (np.float32, np.float64))
+            and gm.k >= MIN_CHANNELS and tiled(gm.dtype))
 
 
 def spec(gm):
