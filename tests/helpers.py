@@ -214,3 +214,35 @@ def conv_reference(x, w, b, stride, pads, dil, res, act, groups=1):
     if act == "relu":
         y = np.maximum(y, 0)
     return y
+
+
+def run_step(op, ins, nthreads=None):
+    """The output of the CPU step of ``op`` on the arrays ``ins`` (filled with NaN first,
+    its workspace carved from a fresh buffer), run once on ``nthreads`` threads."""
+    from singa_graph.runtime import threads
+    from singa_graph.runtime.registry import bind, workspace_bytes
+
+    (spec,) = op.infer(*[Tensor.symbolic(a.shape, a.dtype) for a in ins])
+    y = np.full(spec.shape, np.nan, spec.dtype)
+    old = threads.get_num_threads()
+    threads.set_num_threads(nthreads or old)
+    try:
+        ws = np.empty(workspace_bytes(op, ins, [y]), np.uint8)
+        bind(op, ins, [y], ws=ws)()
+    finally:
+        threads.set_num_threads(old)
+    return y
+
+
+def blocked_weight(w, groups=1):
+    """An OIHW conv weight in Conv2dDirect's blocks, ``(ceil(O/B), kh, kw, S, B)``, by
+    numpy: spread over its groups' channels, filled up with zeros, permuted."""
+    from singa_graph.ops.conv import Conv2dDirect
+    from singa_graph.passes.held_weights import BLOCKED
+
+    blk = Conv2dDirect.block(w.dtype)
+    wide = Conv2dDirect.spread_groups(w, groups) if groups > 1 else w
+    filled = np.concatenate([wide, np.zeros((-w.shape[0] % blk,) + wide.shape[1:], w.dtype)])
+    wb = np.ascontiguousarray(np.transpose(filled.reshape(-1, blk, *wide.shape[1:]), BLOCKED))
+    assert wb.shape == Conv2dDirect.blocked_shape(w.shape, w.dtype, groups)
+    return wb

@@ -16,8 +16,8 @@ from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
 from ._util import need_float, same_dtype, tiled, vector_block
 
-__all__ = ["Conv2d", "Conv2dNHWC", "pointwise_nhwc", "Conv2dGradInput", "Conv2dGradWeight",
-           "conv2d"]
+__all__ = ["Conv2d", "Conv2dNHWC", "Conv2dDirectNHWC", "pointwise_nhwc", "Conv2dGradInput",
+           "Conv2dGradWeight", "conv2d"]
 
 
 def pair(v, what: str, minimum: int = 1) -> tuple:
@@ -208,6 +208,7 @@ class Conv2dNHWC(Conv2d):
 
     differentiable = False
     weight_layout = "HWIO"
+    channels_last = True
 
     @staticmethod
     def supports(op, w_shape) -> bool:
@@ -405,20 +406,33 @@ class Conv2dDirect(Conv2d):
         if not blocks * b - b < o <= blocks * b:
             raise ShapeError(f"Conv2dDirect's weight {w.shape} does not hold {o} output "
                              "channels")
-        cg = x.shape[1] // g if len(x.shape) == 4 else span
-        if len(x.shape) == 4 and (x.shape[1] % g or o % g
-                                  or span != self.group_span(o, x.shape[1], g, b)):
-            raise ShapeError(f"Conv2dDirect's weight {w.shape} does not fit {g} groups of "
+        c = self._nchw(x.shape)[1] if len(x.shape) == 4 else None
+        cg = c // g if c is not None else span
+        if c is not None and (c % g or o % g or span != self.group_span(o, c, g, b)):
+            raise ShapeError(f"{self.type}'s weight {w.shape} does not fit {g} groups of "
                              f"input {x.shape}: it reads "
-                             f"{self.group_span(o, x.shape[1], g, b)} channels a block")
+                             f"{self.group_span(o, c, g, b)} channels a block")
         oihw = SimpleNamespace(shape=(o, cg, kh, kw), dtype=w.dtype, name=w.name, ndim=4)
         if not tiled(x.dtype):
             raise UnsupportedOpError(f"Conv2dDirect computes float32, not {x.dtype}")
         return super().infer(x, oihw, *rest)
 
     def gradient(self, inputs, outputs, dys, needs):
-        raise UnsupportedOpError("Conv2dDirect is made for inference plans and has no "
+        raise UnsupportedOpError(f"{self.type} is made for inference plans and has no "
                                  "gradient")
+
+
+class Conv2dDirectNHWC(Conv2dDirect):
+    """:class:`Conv2dDirect` on channels-last activations: x ``(N, H, W, C)``, y and the
+    residual ``(N, Ho, Wo, O)``, the weight blocked as Conv2dDirect's. Its kernel
+    (runtime/kernels/cpu/conv_direct_last.py) runs the same register tiles, reading a
+    pixel's channels as one contiguous run and storing each tile's block of sums in place:
+    nothing is transposed. Made by the channels-last pass of CPU inference plans
+    (:mod:`singa_graph.passes.layout`) for the dense convs of a chain."""
+
+    channels_last = True
+    _nchw = Conv2dNHWC._nchw
+    _layout = Conv2dNHWC._layout
 
 
 def pointwise_nhwc(op, w_shape) -> bool:

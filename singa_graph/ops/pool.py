@@ -15,7 +15,7 @@ onnxruntime divide so).
 """
 from __future__ import annotations
 
-from ..errors import ShapeError
+from ..errors import ShapeError, UnsupportedOpError
 from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
 from ._util import need_float
@@ -77,6 +77,27 @@ class MaxPool2d(_Pool):
 
     def gradient(self, inputs, outputs, dys, needs):
         return [MaxPool2dGrad(*self._pool_attrs(), **self._mode())(dys[0], inputs[0])]
+
+
+class MaxPool2dNHWC(MaxPool2d):
+    """:class:`MaxPool2d` on channels-last activations, x ``(N, H, W, C)`` and y ``(N,
+    Ho, Wo, C)``: the same windows and the same fold (so the same values bit for bit).
+    Made by the channels-last pass of CPU inference plans (:mod:`singa_graph.passes.layout`);
+    inference only: no gradient."""
+
+    differentiable = False
+
+    def infer(self, x):
+        need_float(x)
+        if len(x.shape) != 4:
+            raise ShapeError(f"MaxPool2dNHWC needs a 4-d NHWC input, got {x.shape}")
+        n, h, w, c = x.shape
+        _, _, ho, wo = self.output_shape((n, c, h, w))
+        return [TensorSpec((n, ho, wo, c), x.dtype)]
+
+    def gradient(self, inputs, outputs, dys, needs):
+        raise UnsupportedOpError("MaxPool2dNHWC is made for inference plans and has no "
+                                 "gradient")
 
 
 class MaxPool2dGrad(_Pool):

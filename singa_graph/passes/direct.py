@@ -32,12 +32,10 @@ from ..ops._util import tiled
 from ..ops.conv import Conv2d, Conv2dDirect
 from ..ops.linalg import Gemm, MatMul, MatMulDirect
 from .inference import _is_leaf_with_data, _node_like, _Uses
-from .layout import Permuted, PermutedWeights
+from .held_weights import (BLOCKED, STREAM_ROWS, STREAM_WEIGHT_BYTES,  # noqa: F401
+                           BlockedWeights, Permuted, PermutedWeights, Spread)
 
 __all__ = ["direct_convs", "direct_matmuls", "wins"]
-
-#: OIHW cut into blocks of output channels, (O/B, B, C, kh, kw) -> (O/B, kh, kw, C, B)
-BLOCKED = (0, 3, 4, 2, 1)
 
 #: which convs go direct (the measurements are beside its constants in ops/conv.py)
 wins = Conv2dDirect.wins
@@ -47,7 +45,7 @@ def direct_convs(graph, weight_copies: bool = True) -> int:
     """Make the Conv2d nodes of the inference graph ``graph`` that :func:`wins` chooses
     Conv2dDirect (in place); returns how many. Without ``weight_copies``, only those
     whose blocked weight costs nothing (a folded BatchNorm's)."""
-    weights = {}  # dtype, or groups for grouped convs -> PermutedWeights
+    weights = BlockedWeights(graph)
     done = 0
     for k, n in enumerate(graph.nodes):
         if type(n.op) is not Conv2d or len(n.inputs) < 2:
@@ -56,34 +54,14 @@ def direct_convs(graph, weight_copies: bool = True) -> int:
         if not (_is_leaf_with_data(w) and len(x.shape) == 4
                 and wins(n.op, x.shape, w.shape, y.shape, y.dtype)):
             continue
-        op = Conv2dDirect.of(n.op, w.shape[0])
-        ins = list(n.inputs)
-        g, dt = n.op.groups, np.dtype(w.dtype)
-        key = ("groups", g) if g > 1 else dt
-        if key not in weights:
-            weights[key] = (PermutedWeights(graph, copy=lambda w, g=g: Spread(w, g)) if g > 1
-                            else PermutedWeights(graph, BLOCKED, Conv2dDirect.block(dt)))
-        if not (weight_copies or weights[key].free(w)):
+        if not (weight_copies or weights.free(w, n.op.groups)):
             continue
-        ins[1] = weights[key](w)
-        graph.nodes[k] = _node_like(n, n, op, ins, n.outputs)
+        ins = list(n.inputs)
+        ins[1] = weights(w, n.op.groups)
+        graph.nodes[k] = _node_like(n, n, Conv2dDirect.of(n.op, w.shape[0]), ins, n.outputs)
         done += 1
-    for made in weights.values():
-        made.commit()
+    weights.commit()
     return done
-
-
-class Spread(Permuted):
-    """A plan-owned copy of a grouped conv's OIHW weight in Conv2dDirect's layout: each
-    output channel's weights spread over the input channels its block reads
-    (:meth:`Conv2dDirect.spread_groups`), then cut into blocks and permuted."""
-
-    def __init__(self, source, groups):
-        self.groups = groups
-        super().__init__(source, BLOCKED, Conv2dDirect.block(source.dtype))
-
-    def _values(self):
-        return (Conv2dDirect.spread_groups(self.sources[0].host_data(), self.groups),)
 
 
 # ---------------------------------------------------------------------- products
@@ -96,12 +74,6 @@ MAX_ROWS = 4096
 #: weights of fewer values keep the MatMul kernel: over short rows the tiles' fixed costs
 #: show (the small ViT's 130 x 64 x 128 with its bias: 15 against 20 us)
 MIN_WEIGHT_VALUES = 1 << 16
-#: a MatMul over at most this many rows by a weight of at least this many bytes streams the
-#: weight from memory, and reads it from a plan-owned copy in blocks of columns (one more
-#: copy of the weight in the plan's folded bytes): in place, ``(K, N)``, each tile read 128
-#: bytes from every row, a new page each, and ConvNeXt's last stage (8 rows by 768 x 3072,
-#: 9.4 MB) took 1.2 ms in the model
-STREAM_ROWS, STREAM_WEIGHT_BYTES = 64, 1 << 20
 
 
 def _product(n):

@@ -1,4 +1,4 @@
-"""Channels-last layout for the depthwise chains of CPU inference plans.
+"""Channels-last layout for the conv chains of CPU inference plans.
 
 A mobile net (MobileNet, MnasNet, EfficientNet) is a chain of pointwise and depthwise
 convolutions. In NCHW a depthwise conv on a small plane (8x8 down to 2x2, hundreds of
@@ -10,10 +10,19 @@ onnxruntime keeps them channel-blocked:
 * every depthwise and pointwise ``Conv2d`` of a chain becomes a ``Conv2dNHWC`` whose
   weight is held in ``(kh, kw, C/groups, O)`` order: a BatchNorm fold computes it so
   (:meth:`~.inference.Derived.permute_first`), any other weight gets a plan-owned copy
-  (:class:`Permuted`, refreshed like the folds, counted in ``memory_report()``'s
-  ``folded_bytes``). A depthwise conv then reads each tap as a run of channels in place,
-  a pointwise conv is one ``(N*H*W x C) @ (C x O)`` product (over at most
-  :data:`FEW_PIXELS` pixels it keeps the ``(O, C)`` weight for dot products instead);
+  (:class:`~.held_weights.Permuted`, refreshed like the folds, counted in
+  ``memory_report()``'s ``folded_bytes``). A depthwise conv then reads each tap as a run
+  of channels in place, a pointwise conv is one ``(N*H*W x C) @ (C x O)`` product (over
+  at most :data:`FEW_PIXELS` pixels it keeps the ``(O, C)`` weight for dot products);
+* every other conv that the register tiles can run (ResNet's, RegNet's grouped ones,
+  GoogLeNet's and SqueezeNet's 3x3 convs; any conv but an image's stem) becomes a
+  ``Conv2dDirectNHWC`` on Conv2dDirect's blocked weight
+  (:class:`~.held_weights.BlockedWeights`), as do pointwise convs that stream a large
+  weight over few pixels (:data:`~.held_weights.STREAM_ROWS`): the tiles store their sums
+  in place, where the NCHW kernel transposes them into planes;
+* max pools become ``MaxPool2dNHWC`` (but one whose input comes from outside the chain:
+  the chain then starts after it, on the smaller tensor), and Concats of channels join
+  along the last axis;
 * elementwise ops between them (activations, residual adds, squeeze-and-excitation gates:
   operands shaped like the activation, per-channel ``(N, C, 1, 1)`` or one value) run on
   the channels-last tensors as they are; global average pools become a mean over axes 1
@@ -27,79 +36,40 @@ Stride-1 depthwise convs on large planes with few channels (:data:`PLANE_PIXELS`
 faster there, and where such a conv comes first (after a stem) the chain simply starts
 behind it.
 
-A chain is converted only when it holds both a depthwise and a pointwise conv, so the
-transposes at its ends replace the ones its depthwise kernels would pay anyway. Pointwise
-GEMMs block their sums another way than the NCHW kernel, so results match the NCHW plan
-within float32 rounding (tests/passes/test_layout.py), not bit for bit. Only float32
-chains convert (:func:`~singa_graph.ops._util.tiled`): a float64 plan keeps NCHW.
+A chain is converted only when it holds a dense conv, or both a depthwise and a
+pointwise conv, and at least as many depthwise and dense convs as transposes at its ends:
+those replace the ones its convs would pay anyway. Paired bursts against the NCHW plan
+(this module without dense convs), batch 2 at 64x64, 2-vCPU AMD EPYC: resnet18 1.15-1.19x
+faster, regnet_y_400mf 1.02-1.03x, squeezenet1_1, googlenet, densenet121 and mobilenet_v2
+0.99-1.03x (this host's noise). Pointwise GEMMs block their sums another way than the
+NCHW kernel, so results match the NCHW plan within float32 rounding
+(tests/passes/test_layout.py), not bit for bit; the dense tiles and max pools give the NCHW
+kernels' values bit for bit (tests/passes/test_layout_dense.py). Only float32 chains
+convert (:func:`~singa_graph.ops._util.tiled`): a float64 plan keeps NCHW.
 """
 from __future__ import annotations
 
 import copy
+
+import numpy as np
 
 from .. import host
 from ..ir import node as _node
 from ..ir.tensor import Tensor
 from ..ops import formulas
 from ..ops._util import tiled
-from ..ops.conv import Conv2dNHWC, pointwise_nhwc
+from ..ops.conv import (DIRECT_MAX_PIXELS, Conv2dDirect, Conv2dDirectNHWC, Conv2dNHWC,
+                        on_planes, pointwise_nhwc)
+from ..ops.pool import MaxPool2dNHWC
 from ..ops.reduce import Mean
 from ..ops.shape import Reshape, Transpose
-from .inference import Derived, _node_like, _Uses
+from .held_weights import STREAM_ROWS, STREAM_WEIGHT_BYTES, BlockedWeights, PermutedWeights
+from .inference import _node_like, _Uses
 
-__all__ = ["Permuted", "PermutedWeights", "channels_last"]
+__all__ = ["channels_last"]
 
 TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
 HWIO = (2, 3, 1, 0)  # OIHW -> HWIO
-
-
-class Permuted(Derived):
-    """A plan-owned copy of ``source`` with its axes permuted by ``perm`` (its first axis
-    cut into blocks of ``block`` first, see :meth:`Derived.permute_first`)."""
-
-    def __init__(self, source, perm, block=None):
-        self.perm, self.block = tuple(perm), block
-        super().__init__((source,), (f"{source.name}.permuted",), source.device)
-
-    @property
-    def weight(self):
-        return self.outputs[0]
-
-    def _values(self):
-        return (self.sources[0].host_data(),)
-
-
-class PermutedWeights:
-    """Weights held in another layout (``perm``, ``block``: see
-    :meth:`Derived.permute_first`), made by calling it with the weight: a folded
-    BatchNorm's weight (read by its conv alone) is held so from now on, for free; any
-    other gets one plan-owned :class:`Permuted` copy, shared by the nodes that read it.
-    With ``copy`` (a callable ``weight -> Permuted``), every weight gets the copy it makes,
-    for layouts that are more than a permutation. :meth:`commit` records the copies in
-    ``graph.folds``."""
-
-    def __init__(self, graph, perm=None, block=None, copy=None):
-        self.graph, self.block, self.copy = graph, block, copy
-        self.perm = None if perm is None else tuple(perm)
-        self.permuted: dict[int, Permuted] = {}
-        self.folded = {} if copy is not None else {
-            id(f.outputs[0]): f for f in getattr(graph, "folds", ()) if f.perm is None}
-
-    def __call__(self, w):
-        fold = self.folded.get(id(w))
-        if fold is not None:
-            return fold.permute_first(self.perm, self.block)
-        if id(w) not in self.permuted:
-            self.permuted[id(w)] = (self.copy(w) if self.copy is not None
-                                    else Permuted(w, self.perm, self.block))
-        return self.permuted[id(w)].weight
-
-    def free(self, w) -> bool:
-        """Whether ``w`` is held in the new layout at no cost (a folded BatchNorm's)."""
-        return id(w) in self.folded
-
-    def commit(self) -> None:
-        self.graph.__dict__.setdefault("folds", []).extend(self.permuted.values())
 
 
 # ---------------------------------------------------------------------- what can go NHWC
@@ -108,22 +78,30 @@ def _activation(t) -> bool:
 
 
 def _kind(n) -> str | None:
-    """``'depthwise'``, ``'pointwise'``, ``'pool'`` or ``'elementwise'`` for a node that
-    has a channels-last form, else None."""
+    """``'depthwise'``, ``'pointwise'``, ``'dense'`` (a conv), ``'pool'`` (global average),
+    ``'maxpool'``, ``'concat'`` or ``'elementwise'`` for a node that has a channels-last
+    form, else None."""
     if not n.outputs or not _activation(n.outputs[0]) or len(n.outputs) != 1:
         return None
     y = n.outputs[0]
     if n.type == "Conv2d":
         x, w = n.inputs[0], n.inputs[1]
-        if not (_activation(x) and w.creator is None and w.data is not None
-                and Conv2dNHWC.supports(n.op, w.shape)):
+        if not (_activation(x) and w.creator is None and w.data is not None):
             return None
+        if not Conv2dNHWC.supports(n.op, w.shape):
+            return "dense" if _dense(n.op, w.shape, y.shape) else None
         if pointwise_nhwc(n.op, w.shape):
-            return "pointwise"
+            streamed = (x.shape[0] * x.shape[2] * x.shape[3] <= STREAM_ROWS
+                        and w.nbytes >= STREAM_WEIGHT_BYTES)
+            return "dense" if streamed else "pointwise"
         return None if _planes_win(n.op, x.shape) else "depthwise"
     if n.type == "GlobalAveragePool" or (n.type == "Mean" and n.op.keepdims
                                          and tuple(n.op.axes or ()) == (2, 3)):
         return "pool" if _activation(n.inputs[0]) else None
+    if n.type == "MaxPool2d":
+        return "maxpool" if _activation(n.inputs[0]) else None
+    if n.type == "Concat":
+        return "concat" if n.op.axis == 1 and all(map(_activation, n.inputs)) else None
     if formulas.formula_of(n.op) is None:
         return None
     per_channel = (y.shape[0], y.shape[1], 1, 1)
@@ -148,6 +126,16 @@ def _kind(n) -> str | None:
 #: (mobilenet_v2), the transpose the chain then starts with costing the same as the one it
 #: saved; there every depthwise conv joins its chain.
 PLANE_PIXELS, PLANE_MAX_CHANNELS = 256, 48
+
+
+def _dense(op, w_shape, y_shape) -> bool:
+    """Whether a conv that is neither pointwise nor depthwise runs channels-last, on the
+    register tiles (Conv2dDirectNHWC): the convs that Conv2dDirect can take but an image's
+    stem (which keeps its own tiles, conv_planes.py), over planes up to its limit. Unlike
+    the NCHW pass (direct.py) it also takes convs of few terms (ResNet's strided 1x1
+    shortcuts): their only other kernel would cost two transposes in the chain."""
+    return (Conv2dDirect.supports(op, w_shape, np.float32) and not on_planes(op, w_shape)
+            and y_shape[2] * y_shape[3] <= DIRECT_MAX_PIXELS)
 
 
 def _planes_win(op, x_shape) -> bool:
@@ -182,10 +170,10 @@ def _chains(graph, kinds, uses) -> set:
             if c is not None and c.id in kinds and len(x.shape) == 4:
                 parent[find(c.id)] = find(n.id)
     members: dict[int, set] = {}
-    depthwise: dict[int, int] = {}
+    transposing: dict[int, int] = {}  # convs that transpose their operands in NCHW
     for i, k in kinds.items():
         members.setdefault(find(i), set()).add(k)
-        depthwise[find(i)] = depthwise.get(find(i), 0) + (k == "depthwise")
+        transposing[find(i)] = transposing.get(find(i), 0) + (k in ("depthwise", "dense"))
     ends: dict[int, set] = {}  # group -> the spatial tensors crossing its boundary
     for n in graph.nodes:
         inside = n.id in kinds
@@ -200,8 +188,8 @@ def _chains(graph, kinds, uses) -> set:
                 if id(t) in uses.outputs and _spatial(t):
                     ends.setdefault(find(n.id), set()).add(id(t))
     return {i for i in kinds
-            if {"depthwise", "pointwise"} <= members[find(i)]
-            and depthwise[find(i)] >= len(ends.get(find(i), ()))}
+            if ({"depthwise", "pointwise"} <= members[find(i)] or "dense" in members[find(i)])
+            and transposing[find(i)] >= len(ends.get(find(i), ()))}
 
 
 #: pointwise convs over at most this many pixels (batch included) whose weight is not a
@@ -234,6 +222,7 @@ class _Rewriter:
         self.nodes = []
         self.nhwc: dict[int, Tensor] = {}  # id(NCHW tensor) -> its channels-last twin
         self.weight = PermutedWeights(graph, HWIO)
+        self.blocked = BlockedWeights(graph)
 
     def _add(self, op, inputs, like, name, outputs=None):
         """A new node computing ``op``: new output tensors unless ``outputs`` are given."""
@@ -273,9 +262,13 @@ class _Rewriter:
         self._add(op, [t_nhwc], n, f"{t.name}.nchw", outputs=[t])
 
     def convert(self, n, kind):
-        conv = kind in ("depthwise", "pointwise")
+        conv = kind in ("depthwise", "pointwise", "dense")
         ins = [x if conv and i == 1 else self.entering(x, n) for i, x in enumerate(n.inputs)]
-        if conv:
+        if kind == "dense":
+            w = n.inputs[1]
+            op = Conv2dDirectNHWC.of(n.op, w.shape[0])
+            ins[1] = self.blocked(w, n.op.groups)
+        elif conv:
             op = Conv2dNHWC.__new__(Conv2dNHWC)
             op.__dict__.update(n.op.__dict__)
             if _weight_as_is(n, kind, self.weight):
@@ -284,8 +277,13 @@ class _Rewriter:
                 ins[1] = self.weight(n.inputs[1])
         elif kind == "pool":
             op = Mean((1, 2), True)
+        elif kind == "maxpool":
+            op = MaxPool2dNHWC.__new__(MaxPool2dNHWC)
+            op.__dict__.update(n.op.__dict__)
         else:
             op = copy.copy(n.op)
+            if kind == "concat":
+                op.axis = 3
         (t,) = n.outputs
         spec = op.infer(*ins)[0]
         t_nhwc = Tensor.symbolic(spec.shape, spec.dtype, t.device, name=f"{t.name}.nhwc")
@@ -302,21 +300,33 @@ class _Rewriter:
                 self.nodes.append(n)
         self.graph.nodes = self.nodes
         self.weight.commit()
+        self.blocked.commit()
 
 
 def channels_last(graph, weight_copies: bool = True) -> int:
-    """Convert the depthwise chains of the inference graph ``graph`` (in place) to
+    """Convert the conv chains of the inference graph ``graph`` (in place) to
     channels-last; returns how many nodes now run channels-last. Without
-    ``weight_copies``, only convs whose weight needs no plan-owned HWIO copy join a chain
-    (a folded BatchNorm's, or a pointwise conv's over few pixels, read as it is)."""
+    ``weight_copies``, only convs whose weight needs no plan-owned copy in another layout
+    join a chain (a folded BatchNorm's, or a pointwise conv's over few pixels, read as it
+    is)."""
     kinds = {n.id: k for n in graph.nodes if (k := _kind(n)) is not None}
     if not weight_copies:
-        held = PermutedWeights(graph, HWIO)
+        held, blocked = PermutedWeights(graph, HWIO), BlockedWeights(graph)
         for n in graph.nodes:
             k = kinds.get(n.id)
             if k in ("depthwise", "pointwise") and not (held.free(n.inputs[1])
                                                        or _weight_as_is(n, k, held)):
                 del kinds[n.id]
+            elif k == "dense" and not blocked.free(n.inputs[1], n.op.groups):
+                del kinds[n.id]
+    for n in graph.nodes:
+        # a max pool whose input comes from outside stays NCHW, so that the chain's
+        # Transpose moves its smaller output (squeezenet1_1's after its stem: 64 channels
+        # at 31x31, 37 us, against 9 at 15x15; the NCHW pool vectorises along the rows,
+        # 43 us, where the channels-last one takes 100 over 64 channels)
+        c = n.inputs[0].creator if kinds.get(n.id) == "maxpool" else None
+        if kinds.get(n.id) == "maxpool" and (c is None or c.id not in kinds):
+            del kinds[n.id]
     uses = _Uses(graph)
     chosen = _chains(graph, kinds, uses)
     if chosen:

@@ -33,7 +33,7 @@ CPU_ONLY = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatM
             # control flow: a GPU plan refuses it by name (tests/cuda/test_control_flow_cuda.py)
             "If", "Loop", "Scan",
             # made only by passes of CPU inference plans (passes/layout.py, direct.py)
-            "Conv2dNHWC", "Conv2dDirect", "MatMulDirect"}
+            "Conv2dNHWC", "Conv2dDirect", "Conv2dDirectNHWC", "MaxPool2dNHWC", "MatMulDirect"}
 
 
 def test_every_cpu_kernel_has_a_cuda_kernel_and_a_case(gpu):

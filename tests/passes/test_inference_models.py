@@ -84,7 +84,9 @@ def test_without_batchnorms_the_optimised_model_is_bit_for_bit(name, fused, monk
         # the stem and, with 64-byte vectors, the first depthwise conv (32 channels at
         # 16x16, stride 1: faster on planes there, layout.PLANE_MAX_CHANNELS) stay NCHW
         planes = host.vector_bytes() >= 64
-        assert types["Conv2dNHWC"] == 51 - planes and types["Conv2d"] == 1 + planes, types
+        # (the last pointwise convs, over few pixels with large weights, on the dense tiles)
+        assert types["Conv2dNHWC"] + types["Conv2dDirectNHWC"] == 51 - planes, types
+        assert types["Conv2d"] == 1 + planes, types
         assert types["Transpose"] == 1, types
     assert after["Identity"] == 0
     if name == "shufflenet_v2_x0_5":
@@ -93,7 +95,7 @@ def test_without_batchnorms_the_optimised_model_is_bit_for_bit(name, fused, monk
 
 
 @pytest.mark.parametrize("name, fused", [
-    ("resnet18", "Conv2dDirect+BatchNorm+Add+ReLU"),  # its 3x3 convs run direct (passes/direct.py)
+    ("resnet18", "Conv2dDirectNHWC+BatchNorm+Add+ReLU"),  # direct, channels-last (layout.py)
     ("mobilenet_v3_small", "Conv2d+BatchNorm+HardSwish")])
 def test_imported_model_matches_unoptimised(name, fused, monkeypatch):
     plan, y, before, after, y0 = _optimised_and_not(_export(name), monkeypatch)

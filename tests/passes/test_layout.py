@@ -11,7 +11,7 @@ from singa_graph import host, ops
 from singa_graph.ir import Graph, Placeholder
 from singa_graph.ir.tensor import Tensor
 from singa_graph.passes import compile, verify
-from singa_graph.passes.layout import Permuted
+from singa_graph.passes.held_weights import Permuted
 
 
 def _t(a):

@@ -9,12 +9,9 @@ import numpy as np
 import pytest
 
 from singa_graph import ops
-from singa_graph.ir.tensor import Tensor
 from singa_graph.ops.conv import Conv2dDirect
-from singa_graph.passes.direct import BLOCKED
 from singa_graph.runtime.kernels.cpu import conv_direct
-from singa_graph.runtime.registry import bind, workspace_bytes
-from helpers import graph_matches_eager
+from helpers import blocked_weight, graph_matches_eager, run_step
 
 f32 = np.float32
 
@@ -60,20 +57,6 @@ def test_float64_takes_no_tile_kernel(monkeypatch):
     np.testing.assert_array_equal(c, a @ b)
 
 
-def _blocked(w):
-    blk = Conv2dDirect.block(w.dtype)
-    filled = np.concatenate([w, np.zeros((-w.shape[0] % blk,) + w.shape[1:], w.dtype)])
-    return np.ascontiguousarray(np.transpose(filled.reshape(-1, blk, *w.shape[1:]), BLOCKED))
-
-
-def _run(op, ins):
-    (spec,) = op.infer(*[Tensor.symbolic(a.shape, a.dtype) for a in ins])
-    y = np.full(spec.shape, np.nan, spec.dtype)
-    ws = np.empty(workspace_bytes(op, ins, [y]), np.uint8)
-    bind(op, ins, [y], ws=ws)()
-    return y
-
-
 CASES = [  # n, c, h, w, o, k, stride, pad, bias, residual, act
     (4, 16, 16, 16, 32, 3, 2, 1, True, False, ""),
     (3, 24, 9, 7, 40, 3, 1, 1, False, True, "relu"),   # 40 outputs: a half-filled block
@@ -94,10 +77,11 @@ def test_plain_conv_equals_the_inference_op_and_a_float64_reference(case):
     assert conv_direct.chosen(op, x.shape, w.shape, y_shape, dtype)
     res = rng.standard_normal(y_shape).astype(dtype)
     extra = ([b] if has_b else []) + ([res] if has_res else [])
-    got = _run(op, [x, w, *extra])
-    np.testing.assert_array_equal(got, _run(Conv2dDirect.of(op, o), [x, _blocked(w), *extra]))
+    got = run_step(op, [x, w, *extra])
+    blocked = run_step(Conv2dDirect.of(op, o), [x, blocked_weight(w), *extra])
+    np.testing.assert_array_equal(got, blocked)
     plain = ops.Conv2d(s, p, 1, 1, act=act, residual=has_res, algo="direct")  # im2col
-    want = _run(plain, [x.astype(np.float64), w.astype(np.float64),
+    want = run_step(plain, [x.astype(np.float64), w.astype(np.float64),
                         *[a.astype(np.float64) for a in extra]])
     eps = np.finfo(dtype).eps
     np.testing.assert_allclose(got, want, rtol=0,
@@ -108,7 +92,7 @@ def test_block_weight_lays_out_blocks_of_output_channels():
     w = np.arange(40 * 3 * 2 * 2, dtype=f32).reshape(40, 3, 2, 2)
     wb = np.full(Conv2dDirect.blocked_shape(w.shape, f32), np.nan, f32)
     conv_direct.block_weight(w, wb, 2)
-    np.testing.assert_array_equal(wb, _blocked(w))
+    np.testing.assert_array_equal(wb, blocked_weight(w))
 
 
 def test_graph_matches_eager_with_gradients():
@@ -124,6 +108,6 @@ def test_float16_runs_the_tiles_on_float32_copies():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((4, 16, 12, 12)).astype(np.float16)
     w = (rng.standard_normal((32, 16, 3, 3)) / 12).astype(np.float16)
-    got = _run(ops.Conv2d(2, 1), [x, w])
-    want = _run(ops.Conv2d(2, 1), [x.astype(f32), w.astype(f32)]).astype(np.float16)
+    got = run_step(ops.Conv2d(2, 1), [x, w])
+    want = run_step(ops.Conv2d(2, 1), [x.astype(f32), w.astype(f32)]).astype(np.float16)
     np.testing.assert_array_equal(got, want)

@@ -84,6 +84,7 @@ def build():
     x = Placeholder((2, 40, 9, 9), dtype=np.float32, name="x")
     y = ops.relu(ops.conv2d(x, c(40, 40, 3, 3), c(40), 1, 1))          # direct, a tail
     y = ops.conv2d(y, c(40, 8, 3, 3), None, 2, 1, groups=5)              # grouped, direct
+    # (the three convs are one channels-last chain: Conv2dDirectNHWC, Conv2dNHWC)
     z = ops.conv2d(y, c(40, 1, 3, 3), c(40), 1, 1, groups=40)            # depthwise
     h = ops.flatten(ops.global_average_pool(ops.relu(ops.add(y, z))))
     m = Placeholder((2, 512), dtype=np.float32, name="m")
@@ -100,7 +101,7 @@ import sys
 plan = compile(build())
 verify(plan)
 types = sorted({n.type for n in plan.nodes})
-assert "Conv2dDirect" in types and "MatMulDirect" in types, types
+assert "Conv2dDirectNHWC" in types and "MatMulDirect" in types, types
 np.savez(sys.argv[1], *plan.run(feeds))
 print(host.vector_bytes())
 """
@@ -125,7 +126,7 @@ def test_kernels_are_correct_at_another_width(tmp_path):
     ns = {}
     exec(textwrap.dedent(_BUILD), ns)
     plan0 = ns["compile"](ns["build"](), fuse=False)
-    assert not {"Conv2dDirect", "MatMulDirect"} & {n.type for n in plan0.nodes}
+    assert not {"Conv2dDirect", "Conv2dDirectNHWC", "MatMulDirect"} & {n.type for n in plan0.nodes}
     with np.load(outs) as got:
         mine = [got[f"arr_{i}"] for i in range(len(got.files))]
     ref = plan0.run(ns["feeds"])

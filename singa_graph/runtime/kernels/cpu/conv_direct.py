@@ -98,11 +98,19 @@ def _columns(x, offs, rows_, w, wstep, wr, wv, e, es, e0, nc, kh, kw, ri, rj, rc
         o += lanes * vecs
 
 
+def variant(fn, suffix: str, **names):
+    """A copy of the Python function ``fn`` with the globals ``names`` replaced, named
+    with ``suffix`` (so that Numba caches it apart from ``fn``): one function's code
+    serves several kernels."""
+    f = FunctionType(fn.__code__, dict(fn.__globals__, **names), fn.__name__ + suffix)
+    f.__qualname__ = fn.__qualname__ + suffix
+    return f
+
+
 def _with(fn, **names):
     """``fn`` compiled (inlined into its callers) with the globals ``names`` replaced: one
     Python function serves both tile families."""
-    return njit(inline="always")(FunctionType(fn.__code__, dict(fn.__globals__, **names),
-                                              fn.__name__))
+    return njit(inline="always")(variant(fn, "", **names))
 
 
 def _family(padded):
@@ -161,6 +169,10 @@ def plan_parts(n, o, pixels, nt, lanes, weight_bytes):
     return group, max(1, min(nt, groups) if blocks == 1 else groups * blocks), blocks
 
 
+#: the axis of ``y3`` that holds the output channels (2 in conv_direct_last's variant)
+CHANNEL_AXIS = 1
+
+
 def _forward(x, w, y3, xp, e, offs, bias, has_bias, res3, has_res, act, alpha, beta, consts,
              geo, grp, group, parts, blocks, lanes):
     """``y3 = act(conv(x, w) + bias + res3)`` over ``parts`` parts; ``w`` the flat
@@ -168,8 +180,10 @@ def _forward(x, w, y3, xp, e, offs, bias, has_bias, res3, has_res, act, alpha, b
     ``xp``/``e``/``offs`` each part's padded planes ``(group*C, hp*wp)``, sums
     ``(group*ho*wo*O)`` and pixel offsets; ``geo`` is
     ``(kh, kw, sh, sw, pt, pl, dh, dw, hp, wp)``, ``grp`` ``(og, cg, S)``: outputs and
-    inputs a group and the input channels a block reads (Conv2dDirect.group_span)."""
-    n_, o_ = x.shape[0], y3.shape[1]
+    inputs a group and the input channels a block reads (Conv2dDirect.group_span). Parts
+    split the batch into groups of ``group`` samples and the output channels into
+    ``blocks`` (:func:`plan_parts`)."""
+    n_, o_ = x.shape[0], y3.shape[CHANNEL_AXIS]
     nv = (o_ + lanes - 1) // lanes
     groups, across = (n_ + group - 1) // group, parts // blocks
     for t in prange(parts):
@@ -218,22 +232,35 @@ def _group(x, w, y3, xt, et, ot, bias, has_bias, res3, has_res, act, alpha, beta
 _FORWARD = loops(_forward, error_model="numpy")
 
 
-def _geometry(op, x_shape, w_shape):
+def _dims(op, x_shape, y_shape):
+    """``(n, c, h, w, o, ho, wo)`` of a Conv2dDirect's (NCHW) or a Conv2dDirectNHWC's
+    (channels-last, ``op.channels_last``) input and output shapes."""
+    if getattr(op, "channels_last", False):
+        (n, h, w, c), (_, ho, wo, o) = x_shape, y_shape
+    else:
+        (n, c, h, w), (_, o, ho, wo) = x_shape, y_shape
+    return n, c, h, w, o, ho, wo
+
+
+def _geometry(op, x_shape, w_shape, y_shape):
     (pt, pl, pb, pr), (sh, sw), (dh, dw) = op.padding, op.stride, op.dilation
-    hp, wp = x_shape[2] + pt + pb, x_shape[3] + pl + pr
-    return (w_shape[1], w_shape[2], sh, sw, pt, pl, dh, dw, hp, wp)
+    _, _, h, w, *_ = _dims(op, x_shape, y_shape)
+    return (w_shape[1], w_shape[2], sh, sw, pt, pl, dh, dw, h + pt + pb, w + pl + pr)
 
 
 def _specs(op, x_shape, w_shape, y_shape, dtype):
-    n, c = x_shape[0], x_shape[1]
-    o, hw = y_shape[1], y_shape[2] * y_shape[3]
+    """``((group, parts, blocks), scratch specs)``: each part's padded input, sums (none
+    channels-last: the tiles store into the output) and pixel offsets."""
+    n, c, _, _, o, ho, wo = _dims(op, x_shape, y_shape)
+    hw = ho * wo
     lanes = simd.lanes(dtype)
     item = np.dtype(dtype).itemsize
     group, parts, blocks = plan_parts(n, o, hw, threads.num_threads(), lanes,
                                       int(np.prod(w_shape)) * item)
-    geo = _geometry(op, x_shape, w_shape)
+    geo = _geometry(op, x_shape, w_shape, y_shape)
     vectors = -(-o // lanes)
-    ob = min(o, lanes * -(-vectors // blocks))  # the widest block
+    ob = 0 if getattr(op, "channels_last", False) else \
+        min(o, lanes * -(-vectors // blocks))  # the widest block
     padded = any(op.padding)
     return (group, parts, blocks), (((parts, group * c if padded else 0, geo[8] * geo[9]),
                                      dtype),
@@ -241,37 +268,45 @@ def _specs(op, x_shape, w_shape, y_shape, dtype):
                                     ((parts, group * hw), np.int64))
 
 
-def _workspace(op, ins, outs):
+def workspace(op, ins, outs):
+    """Workspace bytes of a Conv2dDirect or Conv2dDirectNHWC step."""
     return carved_bytes(*_specs(op, ins[0].shape, ins[1].shape, outs[0].shape,
                                 outs[0].dtype)[1])
 
 
-@kernel("Conv2dDirect", workspace=_workspace)
-def conv2d_direct(op, ins, outs, ws):
-    x, w = ins[0], ins[1]  # w: (O/B, kh, kw, C, B)
+def blocked_step(op, ins, outs, ws, forward=None):
+    """The step of a Conv2dDirect (or, with its ``forward`` pair, a Conv2dDirectNHWC):
+    inputs ``ins`` (``x``, the blocked weight ``(O/B, kh, kw, C, B)``, bias, residual as
+    the op has them), output ``outs[0]``, scratch carved from ``ws``."""
     (y,) = outs
-    b = w.shape[4]
+    b = ins[1].shape[4]
     if b != simd.lanes(y.dtype):
-        raise ValueError(f"Conv2dDirect's kernel reads blocks of {simd.lanes(y.dtype)} output "
+        raise ValueError(f"{op.type}'s kernel reads blocks of {simd.lanes(y.dtype)} output "
                          f"channels, not {b}")
-    (group, parts, blocks), specs = _specs(op, x.shape, w.shape, y.shape, y.dtype)
-    return _step(op, ins, w, y, carve(ws, *specs), group, parts, blocks)
+    (group, parts, blocks), specs = _specs(op, ins[0].shape, ins[1].shape, y.shape, y.dtype)
+    return _step(op, ins, ins[1], y, carve(ws, *specs), group, parts, blocks,
+                 forward or _FORWARD)
 
 
-def _step(op, ins, w, y, scratch, group, parts, blocks):
+@kernel("Conv2dDirect", workspace=workspace)
+def conv2d_direct(op, ins, outs, ws):
+    return blocked_step(op, ins, outs, ws)
+
+
+def _step(op, ins, w, y, scratch, group, parts, blocks, forward=_FORWARD):
     """The tiles' step of a conv with inputs ``ins`` (``x``, weight, bias, residual as
-    the op has them) on the blocked weight ``w``, into ``y``."""
+    the op has them) on the blocked weight ``w``, into ``y``; ``forward`` the
+    (serial, parallel) kernels of the op's layout."""
     x = ins[0]
     _, kh, kw, c, _ = w.shape  # c: the input channels a block reads
-    o = y.shape[1]  # the last block may be filled up with zeros
-    grp = (o // op.groups, x.shape[1] // op.groups, c)
-    n, _, ho, wo = y.shape
-    y3 = y.reshape(n, o, ho * wo)
+    n, cin, _, _, o, ho, wo = _dims(op, x.shape, y.shape)  # o: the last block may be padded
+    grp = (o // op.groups, cin // op.groups, c)
+    y3 = y.reshape((n, ho * wo, o) if getattr(op, "channels_last", False) else (n, o, ho * wo))
     epi = epilogue_args(op, ins, y3)
     xp, e, offs = scratch
-    fn = _FORWARD[parts > 1 and y.size * c * kh * kw >= PARALLEL_WORK]
+    fn = forward[parts > 1 and y.size * c * kh * kw >= PARALLEL_WORK]
     return bound(fn, x, w.reshape(-1), y3, xp, e, offs, *epi,
-                 _geometry(op, x.shape, w.shape), grp, group,
+                 _geometry(op, x.shape, w.shape, y.shape), grp, group,
                  parts, blocks, simd.lanes(y.dtype))
 
 

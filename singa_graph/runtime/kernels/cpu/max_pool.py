@@ -7,9 +7,11 @@ channels of one sample, is transposed into planned workspace as ``(H*W, cc)``, a
 output pixel folds its window's cells in row-major order as vector loops over the ``cc``
 channels, then the result is transposed back. That is the plane-by-plane fold itself (the
 first maximum kept, ``v > m``, so a NaN in a window's first cell stays and later ones are
-skipped), so the results are the same bit for bit.
+skipped), so the results are the same bit for bit. The same fold (:func:`output_row`)
+runs the channels-last max pools of inference plans (``MaxPool2dNHWC``) on their rows in
+place, with no transposes.
 """
-from numba import prange, uintp
+from numba import njit, prange, uintp
 
 from .conv import _view
 from .depthwise_channels_last import planes_to_rows, rows_to_planes, units_of
@@ -50,24 +52,48 @@ def _MAX_POOL_LAST(x, y, dims, kh, kw, sh, sw, pt, pl, ws, parts, per_sample):
             acc = ws[t, hw * cc:(hw + pw) * cc]
             planes_to_rows(x, xt, n * c_ + c0, cc, hw)
             for oy in range(ho):
-                y0 = oy * sh - pt
-                ya, yb = max(y0, 0), min(y0 + kh, h)
-                for ox in range(wo):
-                    x0 = ox * sw - pl
-                    xa, xb = max(x0, 0), min(x0 + kw, w)
-                    ab = uintp((oy * wo + ox) * cc)
-                    fb = uintp((ya * w + xa) * cc)
-                    for c in range(cc):
-                        acc[ab + uintp(c)] = xt[fb + uintp(c)]
-                    for iy in range(ya, yb):
-                        for ix in range(xa + 1 if iy == ya else xa, xb):
-                            qb = uintp((iy * w + ix) * cc)
-                            for c in range(cc):
-                                k = uintp(c)
-                                v = xt[qb + k]
-                                m = acc[ab + k]
-                                acc[ab + k] = v if v > m else m
+                output_row(xt, 0, acc, oy * wo * cc, cc, cc, oy, (h, w, wo), kh, kw, sh, sw,
+                           pt, pl)
             rows_to_planes(acc, y, n * c_ + c0, cc, pw, False)
+
+
+@njit(inline="always")
+def output_row(x, xb, y, yb, stride, cc, oy, dims, kh, kw, sh, sw, pt, pl):
+    """Output row ``oy`` of a max pool on channels-innermost rows: cell ``(iy, ix)``'s
+    ``cc`` channels at ``x[xb + (iy*W + ix)*stride:][:cc]``, output pixel ``ox``'s at
+    ``y[yb + ox*stride:][:cc]``; ``dims`` is ``(H, W, Wo)``. Each window's cells are
+    folded in row-major order, the first maximum kept (``v > m``)."""
+    h, w, wo = dims
+    y0 = oy * sh - pt
+    ya, yb_ = max(y0, 0), min(y0 + kh, h)
+    for ox in range(wo):
+        x0 = ox * sw - pl
+        xa, xe = max(x0, 0), min(x0 + kw, w)
+        ab = uintp(yb + ox * stride)
+        fb = uintp(xb + (ya * w + xa) * stride)
+        for c in range(cc):
+            y[ab + uintp(c)] = x[fb + uintp(c)]
+        for iy in range(ya, yb_):
+            for ix in range(xa + 1 if iy == ya else xa, xe):
+                qb = uintp(xb + (iy * w + ix) * stride)
+                for c in range(cc):
+                    k = uintp(c)
+                    v = x[qb + k]
+                    m = y[ab + k]
+                    y[ab + k] = v if v > m else m
+
+
+@loops
+def _MAX_POOL_NHWC(x, y, dims, kh, kw, sh, sw, pt, pl, parts):
+    """A max pool of the flat NHWC ``x`` into the flat NHWC ``y`` (``MaxPool2dNHWC``),
+    output rows split across the parts; ``dims`` is ``(N, C, H, W, Ho, Wo)``."""
+    n_, c_, h, w, ho, wo = dims
+    rows = n_ * ho
+    for t in prange(parts):
+        for r in range(t * rows // parts, (t + 1) * rows // parts):
+            n, oy = r // ho, r % ho
+            output_row(x, n * h * w * c_, y, r * wo * c_, c_, c_, oy, (h, w, wo), kh, kw, sh,
+                       sw, pt, pl)
 
 
 def plan(x_shape, y_shape, threads) -> tuple:
@@ -76,6 +102,16 @@ def plan(x_shape, y_shape, threads) -> tuple:
     per_sample = units_of(n, c, threads)
     parts = max(1, min(threads, n * per_sample))
     return parts, per_sample, scratch_elements(c, h, w, y_shape[2], y_shape[3], per_sample)
+
+
+def bind_nhwc(x, y, op, threads):
+    """The step of a channels-last max pool of ``x`` into ``y`` (both NHWC)."""
+    (kh, kw), (sh, sw), (pt, pl, _, _) = op.kernel, op.stride, op.padding
+    n, h, w, c = x.shape
+    dims = (n, c, h, w, y.shape[1], y.shape[2])
+    parts = max(1, min(threads, n * y.shape[1]))
+    return bound(pick(_MAX_POOL_NHWC, y.size * kh * kw), _view(x, (-1,)), _view(y, (-1,)),
+                 dims, kh, kw, sh, sw, pt, pl, parts)
 
 
 def bind(x, y, op, ws, parts, per_sample):

@@ -289,6 +289,11 @@ def max_pool2d(op, ins, outs, ws):
     return max_pool.bind(ins[0], outs[0], op, scratch, spec[1], spec[2])
 
 
+@kernel("MaxPool2dNHWC")
+def max_pool2d_nhwc(op, ins, outs):
+    return max_pool.bind_nhwc(ins[0], outs[0], op, threads.num_threads())
+
+
 @kernel("AvgPool2d")
 def pool2d(op, ins, outs):
     (x,), (y,) = ins, outs
