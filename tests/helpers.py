@@ -237,7 +237,7 @@ def run_step(op, ins, nthreads=None):
 def blocked_weight(w, groups=1):
     """An OIHW conv weight in Conv2dDirect's blocks, ``(ceil(O/B), kh, kw, S, B)``, by
     numpy: spread over its groups' channels, filled up with zeros, permuted."""
-    from singa_graph.ops.conv import Conv2dDirect
+    from singa_graph.ops.conv_tiles import Conv2dDirect
     from singa_graph.passes.held_weights import BLOCKED
 
     blk = Conv2dDirect.block(w.dtype)

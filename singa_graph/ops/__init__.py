@@ -4,6 +4,7 @@ from .activation import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
 from .by_value import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
+from .conv_tiles import *  # noqa: F401,F403
 from . import control  # noqa: F401  (If, Loop, Scan)
 from .conv_nd import *  # noqa: F401,F403
 from .dist import *  # noqa: F401,F403

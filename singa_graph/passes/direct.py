@@ -1,5 +1,5 @@
 """Direct convolutions and products for CPU inference plans: convs over small planes become
-:class:`~singa_graph.ops.conv.Conv2dDirect`, whose kernel (runtime/kernels/cpu/
+:class:`~singa_graph.ops.conv_tiles.Conv2dDirect`, whose kernel (runtime/kernels/cpu/
 conv_direct.py) keeps output tiles in vector registers instead of running im2col and a
 GEMM, and products by a constant weight over few rows become
 :class:`~singa_graph.ops.linalg.MatMulDirect` (the same tiles, matmul_direct.py), taking
@@ -17,7 +17,7 @@ changes. The sums are taken in another order than the
 im2col kernel's (one fused multiply-add per term): results differ in the last bits, as
 for any change of kernel; tests/passes/test_direct.py bounds the difference.
 
-Which convs (:meth:`Conv2dDirect.wins <singa_graph.ops.conv.Conv2dDirect.wins>`, which the
+Which convs (:meth:`Conv2dDirect.wins <singa_graph.ops.conv_tiles.Conv2dDirect.wins>`, which the
 Conv2d kernel of training and eager runs asks too): measured at batch 2 on two threads
 (2026-11-27), against the kernel that runs them otherwise, e.g. densenet121's 128 -> 32
 3x3 convs at 2x2, 4x4 and 8x8 19 -> 7.5, 30 -> 17 and 82 -> 55 us, squeezenet's 64 -> 256
@@ -29,7 +29,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops._util import tiled
-from ..ops.conv import Conv2d, Conv2dDirect
+from ..ops.conv import Conv2d
+from ..ops.conv_tiles import Conv2dDirect
 from ..ops.linalg import Gemm, MatMul, MatMulDirect
 from .inference import _is_leaf_with_data, _node_like, _Uses
 from .held_weights import (BLOCKED, STREAM_ROWS, STREAM_WEIGHT_BYTES,  # noqa: F401
@@ -37,7 +38,7 @@ from .held_weights import (BLOCKED, STREAM_ROWS, STREAM_WEIGHT_BYTES,  # noqa: F
 
 __all__ = ["direct_convs", "direct_matmuls", "wins"]
 
-#: which convs go direct (the measurements are beside its constants in ops/conv.py)
+#: which convs go direct (the measurements are beside its constants in ops/conv_tiles.py)
 wins = Conv2dDirect.wins
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops.conv import Conv2dDirect
+from ..ops.conv_tiles import Conv2dDirect
 from .inference import Derived
 
 __all__ = ["BLOCKED", "STREAM_ROWS", "STREAM_WEIGHT_BYTES", "BlockedWeights", "Permuted",

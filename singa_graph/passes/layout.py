@@ -58,8 +58,8 @@ from ..ir import node as _node
 from ..ir.tensor import Tensor
 from ..ops import formulas
 from ..ops._util import tiled
-from ..ops.conv import (DIRECT_MAX_PIXELS, Conv2dDirect, Conv2dDirectNHWC, Conv2dNHWC,
-                        on_planes, pointwise_nhwc)
+from ..ops.conv_tiles import (DIRECT_MAX_PIXELS, Conv2dDirect, Conv2dDirectNHWC,
+                              Conv2dNHWC, on_planes, pointwise_nhwc)
 from ..ops.pool import MaxPool2dNHWC
 from ..ops.reduce import Mean
 from ..ops.shape import Reshape, Transpose

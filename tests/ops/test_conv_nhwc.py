@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from singa_graph.ir.tensor import Tensor
-from singa_graph.ops.conv import Conv2dNHWC
+from singa_graph.ops.conv_tiles import Conv2dNHWC
 from singa_graph.ops.reduce import Mean
 from singa_graph.ops.shape import Transpose
 

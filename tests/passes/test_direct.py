@@ -12,7 +12,7 @@ import pytest
 from singa_graph import ops
 from singa_graph.ir import Graph, Placeholder
 from singa_graph.ir.tensor import Tensor
-from singa_graph.ops.conv import Conv2dDirect
+from singa_graph.ops.conv_tiles import Conv2dDirect
 from singa_graph.passes import compile, verify
 from singa_graph.passes.direct import BLOCKED, ColumnBlocks, Spread, wins
 from singa_graph.passes.held_weights import Permuted

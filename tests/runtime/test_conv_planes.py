@@ -10,7 +10,7 @@ import pytest
 
 from singa_graph import ops
 from singa_graph.ir.tensor import Tensor
-from singa_graph.ops.conv import Conv2dDirect, on_planes
+from singa_graph.ops.conv_tiles import Conv2dDirect, on_planes
 from singa_graph.runtime import threads as threads_policy
 from singa_graph.runtime.kernels.cpu import conv_planes
 from singa_graph.runtime.registry import bind, workspace_bytes

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from singa_graph import ops
-from singa_graph.ops.conv import Conv2dDirect
+from singa_graph.ops.conv_tiles import Conv2dDirect
 from singa_graph.runtime.kernels.cpu import conv_direct
 from helpers import blocked_weight, graph_matches_eager, run_step
 

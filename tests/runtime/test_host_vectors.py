@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from singa_graph import host
-from singa_graph.ops.conv import Conv2dDirect
+from singa_graph.ops.conv_tiles import Conv2dDirect
 
 
 def _forget():

@@ -29,7 +29,7 @@ kernel's, in the same order.
 from numba import njit, prange, uintp
 
 from ....runtime import threads
-from ....ops.conv import pointwise_nhwc
+from ....ops.conv_tiles import pointwise_nhwc
 from ...registry import carve, carved_bytes, kernel
 from . import blas, matmul_direct, simd
 from .depthwise_channels_last import tiled_taps, unit_channels, units_of

@@ -35,7 +35,7 @@ from types import FunctionType
 import numpy as np
 from numba import njit, prange, uintp
 
-from ....ops.conv import Conv2dDirect
+from ....ops.conv_tiles import Conv2dDirect
 from ....runtime import threads
 from ...registry import carve, carved_bytes, kernel
 from . import simd, winograd
