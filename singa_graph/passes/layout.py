@@ -324,8 +324,10 @@ def channels_last(graph, weight_copies: bool = True) -> int:
         # Transpose moves its smaller output (squeezenet1_1's after its stem: 64 channels
         # at 31x31, 37 us, against 9 at 15x15; the NCHW pool vectorises along the rows,
         # 43 us, where the channels-last one takes 100 over 64 channels)
-        c = n.inputs[0].creator if kinds.get(n.id) == "maxpool" else None
-        if kinds.get(n.id) == "maxpool" and (c is None or c.id not in kinds):
+        if kinds.get(n.id) != "maxpool":
+            continue
+        c = n.inputs[0].creator
+        if c is None or c.id not in kinds:
             del kinds[n.id]
     uses = _Uses(graph)
     chosen = _chains(graph, kinds, uses)
