@@ -58,8 +58,9 @@ from ..ir import node as _node
 from ..ir.tensor import Tensor
 from ..ops import formulas
 from ..ops._util import tiled
-from ..ops.conv_tiles import (DIRECT_MAX_PIXELS, Conv2dDirect, Conv2dDirectNHWC,
-                              Conv2dNHWC, on_planes, pointwise_nhwc)
+from ..ops.conv_tiles import (DIRECT_MAX_PIXELS, DIRECT_MIN_TERMS, PLANES_MAX_CHANNELS,
+                              Conv2dDirect, Conv2dDirectNHWC, Conv2dNHWC, on_planes,
+                              pointwise_nhwc)
 from ..ops.pool import MaxPool2dNHWC
 from ..ops.reduce import Mean
 from ..ops.shape import Reshape, Transpose
@@ -131,11 +132,15 @@ PLANE_PIXELS, PLANE_MAX_CHANNELS = 256, 48
 def _dense(op, w_shape, y_shape) -> bool:
     """Whether a conv that is neither pointwise nor depthwise runs channels-last, on the
     register tiles (Conv2dDirectNHWC): the convs that Conv2dDirect can take but an image's
-    stem (which keeps its own tiles, conv_planes.py), over planes up to its limit. Unlike
+    stem (which keeps its own tiles, conv_planes.py, or, with too few terms for any tile,
+    the im2col GEMM: squeezenet1_1's 3 -> 64 3x3 stride 2 stem took 247 us on the
+    channels-last tiles against 150 as a GEMM), over planes up to its limit. Unlike
     the NCHW pass (direct.py) it also takes convs of few terms (ResNet's strided 1x1
     shortcuts): their only other kernel would cost two transposes in the chain."""
+    o, c, kh, kw = w_shape
     return (Conv2dDirect.supports(op, w_shape, np.float32) and not on_planes(op, w_shape)
-            and y_shape[2] * y_shape[3] <= DIRECT_MAX_PIXELS)
+            and y_shape[2] * y_shape[3] <= DIRECT_MAX_PIXELS
+            and not (c <= PLANES_MAX_CHANNELS and c * kh * kw < DIRECT_MIN_TERMS))
 
 
 def _planes_win(op, x_shape) -> bool:

@@ -92,9 +92,10 @@ def test_nhwc_ops_refuse_what_they_cannot_run():
 
 
 # ---------------------------------------------------------------------- the pass
-def _fire_net(seed=0, size=32):
-    """squeezenet1_1's pattern: a stem conv (stays NCHW), ceil-mode max pools, fire
-    modules (a 1x1 squeeze, 1x1 and 3x3 expands joined by a Concat), a global pool."""
+def _fire_net(seed=0, size=32, stem=32):
+    """squeezenet1_1's pattern: a stem conv (stays NCHW: on the plane tiles for ``stem``
+    <= 32 output channels, else, having 27 terms, on the im2col GEMM), ceil-mode max
+    pools, fire modules (a 1x1 squeeze, 1x1 and 3x3 expands joined by a Concat), a global pool."""
     def build():
         rng = np.random.default_rng(seed)
 
@@ -108,9 +109,9 @@ def _fire_net(seed=0, size=32):
                                ops.relu(ops.conv2d(s, c(ex, sq, 3, 3), c(ex), 1, 1))], 1)
 
         x = Placeholder((2, 3, size, size), dtype=np.float32, name="x")
-        y = ops.relu(ops.conv2d(x, c(32, 3, 3, 3), c(32), 2))            # stem
+        y = ops.relu(ops.conv2d(x, c(stem, 3, 3, 3), c(stem), 2))        # stem
         y = ops.max_pool2d(y, 3, 2, ceil_mode=True)
-        y = fire(fire(y, 32, 16, 32), 64, 16, 32)
+        y = fire(fire(y, stem, 16, 32), 64, 16, 32)
         y = ops.max_pool2d(y, 3, 2, ceil_mode=True)
         y = fire(y, 64, 24, 48)
         y = ops.relu(ops.conv2d(y, c(10, 96, 1, 1), c(10)))
@@ -118,8 +119,9 @@ def _fire_net(seed=0, size=32):
     return build
 
 
-def test_fire_modules_run_as_one_channels_last_chain():
-    build = _fire_net()
+@pytest.mark.parametrize("stem", [32, 64])
+def test_fire_modules_run_as_one_channels_last_chain(stem):
+    build = _fire_net(stem=stem)
     plan, plan0 = compile(build()), compile(build(), fuse=False)
     verify(plan)
     types = [n.type for n in plan.graph.nodes]
