@@ -56,3 +56,11 @@ def vector_bytes() -> int:
 def vector_registers() -> int:
     """Vector registers the target has: 32 with AVX-512, else 16."""
     return 32 if "avx512f" in _features() else 16
+
+
+@functools.lru_cache(maxsize=None)
+def fused_multiply_add() -> bool:
+    """Whether the target has vector fused multiply-add instructions (FMA3: AVX2-era x86,
+    and every AVX-512 one). Without them LLVM's ``llvm.fma`` is a call to libm's ``fmaf``
+    per element, which no loop vectorises, so the kernels multiply and add instead."""
+    return "fma" in _features() or "avx512f" in _features()

@@ -4,7 +4,7 @@ Numba calls libm's ``expf`` one element at a time (it has no vector math library
 Intel's SVML is installed), which made a convolution's fused SiLU epilogue cost 3.3 ns per
 element, 30 times its ReLU: most of efficientnet_b0's inference time. In float32, ``exp``
 here is plain arithmetic: Cody-Waite reduction ``x = n*ln2 + r``, Cephes' degree-6
-polynomial for ``exp(r)`` (within 1 ulp of the exact value over the float range), and the
+polynomial for ``exp(r)`` (both in fused multiply-adds) (within 1 ulp of the exact value over the float range), and the
 scaling by ``2^n`` built from the exponent bits, in two halves so that results that
 overflow to inf or fall into the subnormal range are rounded once, as they should. NaN stays
 NaN, ``exp(inf) = inf``, ``exp(-inf) = 0``. In float64 it is ``math.exp``.
@@ -19,6 +19,8 @@ from llvmlite import ir
 from numba import int32, types
 from numba.extending import intrinsic, overload, register_jitable
 
+from .... import host
+
 _F = np.float32
 _LOG2E = _F(1.44269504088896341)
 _C1, _C2 = _F(0.693359375), _F(-2.12194440e-4)  # ln 2 = C1 - C2, C1 exact in 9 bits
@@ -26,6 +28,21 @@ _P = tuple(_F(v) for v in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
                            4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1))
 _HI, _LO = _F(89.0), _F(-104.0)  # beyond: inf, 0
 _HALF, _ONE = _F(0.5), _F(1.0)
+
+
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """``a*b + c`` in float32, rounded once (LLVM's ``llvm.fma``, which vectorises to the
+    FMA instructions); on a target without them (host.fused_multiply_add), where it would
+    be a libm call per element, a product and a sum."""
+    sig = types.float32(types.float32, types.float32, types.float32)
+
+    def codegen(context, builder, sig, args):
+        if host.fused_multiply_add():
+            return builder.fma(*args)
+        return builder.fadd(builder.fmul(args[0], args[1]), args[2])
+
+    return sig, codegen
 
 
 @intrinsic
@@ -43,23 +60,26 @@ def _pow2(typingctx, n):
     return sig, codegen
 
 
+# The reduction and the polynomial's Horner steps are fused multiply-adds, each rounded once:
+# 33,800 exponentials on one thread 32.7 -> 24.1 us (AMD EPYC, AVX2, 2026-11-29), and the
+# worst error over 100 M random arguments fell from 0.990 to 0.977 ulp.
 # ``n`` is taken as int32: ``math.floor`` gives an int64, whose vector lanes are half as
 # many (and its conversions slower) than float32's: the same bits, 44.8 -> 30.9 us for
 # 33,800 exponentials on one thread (Intel Xeon, 2026-11-27).
 @register_jitable
 def _exp32(x):
     xc = min(max(x, _LO), _HI)
-    fn = np.floor(xc * _LOG2E + _HALF)
+    fn = np.floor(_fma(xc, _LOG2E, _HALF))
     n = int32(fn)
-    r = xc - fn * _C1 - fn * _C2
+    r = _fma(fn, -_C2, _fma(fn, -_C1, xc))
     z = r * r
     p = _P[0]
-    p = p * r + _P[1]
-    p = p * r + _P[2]
-    p = p * r + _P[3]
-    p = p * r + _P[4]
-    p = p * r + _P[5]
-    y = p * z + r + _ONE
+    p = _fma(p, r, _P[1])
+    p = _fma(p, r, _P[2])
+    p = _fma(p, r, _P[3])
+    p = _fma(p, r, _P[4])
+    p = _fma(p, r, _P[5])
+    y = p * z + r + _ONE  # an FMA here took the worst error over 1 ulp (1.0095)
     h = n >> 1
     y = y * _pow2(h) * _pow2(n - h)
     return y if x == x else x
