@@ -2,8 +2,8 @@
 
 The generated kernel of a formula calls libm's scalar ``erff``/``expf`` per element (numba
 without Intel's SVML), which made float32 GELU 20x slower than PyTorch's. Here ``erf`` is
-the rational minimax approximation that Eigen and XLA use for float32 (within 7 ulp of 1,
-4.2e-7 absolute, PyTorch's vectorised erf is as close) and ``exp`` the one the generated
+the rational minimax approximation that Eigen and XLA use for float32, in fused
+multiply-adds (within 7 ulp of 1, 3.3e-7 absolute, PyTorch's vectorised erf is as close) and ``exp`` the one the generated
 kernels use (:mod:`.vexp`, Cephes' ``expf``, within 1 ulp), both branch-free, so a loop of
 them compiles to AVX code. Compiled
 with ``error_model='numpy'``: numba's default checks every division for zero, and that
@@ -22,6 +22,7 @@ from numba.extending import overload
 
 from .loops import bound
 from .vexp import _exp32 as expf
+from .vexp import _fma as fma
 
 F = np.float32
 _ERF_P = tuple(F(v) for v in (-2.72614225801306e-10, 2.77068142495902e-08,
@@ -45,16 +46,18 @@ _jit = njit(inline="always", error_model="numpy")
 def erff(x):
     x = min(max(x, -FOUR), FOUR)
     x2 = x * x
-    p = P0 * x2 + P1
-    p = p * x2 + P2
-    p = p * x2 + P3
-    p = p * x2 + P4
-    p = p * x2 + P5
-    p = p * x2 + P6
-    q = Q0 * x2 + Q1
-    q = q * x2 + Q2
-    q = q * x2 + Q3
-    q = q * x2 + Q4
+    # Horner steps as fused multiply-adds: 16,640 values on one thread 9.3 -> 6.2 us (AMD
+    # EPYC, 2026-11-29), and the largest absolute error over [-5, 5] 4.19e-7 -> 3.31e-7
+    p = fma(P0, x2, P1)
+    p = fma(p, x2, P2)
+    p = fma(p, x2, P3)
+    p = fma(p, x2, P4)
+    p = fma(p, x2, P5)
+    p = fma(p, x2, P6)
+    q = fma(Q0, x2, Q1)
+    q = fma(q, x2, Q2)
+    q = fma(q, x2, Q3)
+    q = fma(q, x2, Q4)
     return x * p / q
 
 
