@@ -11,11 +11,12 @@ skipped), so the results are the same bit for bit. The same fold (:func:`output_
 runs the channels-last max pools of inference plans (``MaxPool2dNHWC``) on their rows in
 place, with no transposes.
 """
-from numba import njit, prange, uintp
+from numba import njit, prange
 
 from .conv import _view
 from .depthwise_channels_last import planes_to_rows, rows_to_planes, units_of
 from .loops import bound, loops, pick
+from .simd_window import cells_max
 
 #: output planes up to which, and channels from which, max pooling runs channels
 #: innermost. Measured at batch 2 (2 threads, 2026-11-27), 3x3 windows, against pool.py's
@@ -62,25 +63,16 @@ def output_row(x, xb, y, yb, stride, cc, oy, dims, kh, kw, sh, sw, pt, pl):
     """Output row ``oy`` of a max pool on channels-innermost rows: cell ``(iy, ix)``'s
     ``cc`` channels at ``x[xb + (iy*W + ix)*stride:][:cc]``, output pixel ``ox``'s at
     ``y[yb + ox*stride:][:cc]``; ``dims`` is ``(H, W, Wo)``. Each window's cells are
-    folded in row-major order, the first maximum kept (``v > m``)."""
+    folded in row-major order, the first maximum kept (``v > m``), a vector of channels
+    in a register over the window (simd_window.cells_max)."""
     h, w, wo = dims
     y0 = oy * sh - pt
     ya, yb_ = max(y0, 0), min(y0 + kh, h)
     for ox in range(wo):
         x0 = ox * sw - pl
         xa, xe = max(x0, 0), min(x0 + kw, w)
-        ab = uintp(yb + ox * stride)
-        fb = uintp(xb + (ya * w + xa) * stride)
-        for c in range(cc):
-            y[ab + uintp(c)] = x[fb + uintp(c)]
-        for iy in range(ya, yb_):
-            for ix in range(xa + 1 if iy == ya else xa, xe):
-                qb = uintp(xb + (iy * w + ix) * stride)
-                for c in range(cc):
-                    k = uintp(c)
-                    v = x[qb + k]
-                    m = y[ab + k]
-                    y[ab + k] = v if v > m else m
+        cells_max(x, xb + (ya * w + xa) * stride, w * stride, stride, yb_ - ya, xe - xa, y,
+                  yb + ox * stride, cc)
 
 
 @loops

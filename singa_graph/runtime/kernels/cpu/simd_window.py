@@ -151,3 +151,81 @@ def window_max(S: int, KW: int = 0):
         return sig, codegen
 
     return call
+
+
+#: vectors of channels :func:`cells_max` folds side by side
+GROUP = 4
+
+
+@intrinsic
+def cells_max(typingctx, x, xo, rs, cs, rows, cols, y, yo, n):
+    """``cells_max(x, xo, rs, cs, rows, cols, y, yo, n)``: a channels-innermost max pool's
+    output pixel. For ``c < n``::
+
+        y[yo + c] = fold of x[xo + r*rs + j*cs + c] over the cells (r, j), r < rows, j < cols
+
+    in row-major order, from the first cell, keeping the running value ``m`` unless a
+    cell's ``v > m``: the fold of :func:`window_max` and of the plane-by-plane pools, so
+    their results agree bit for bit. ``rows`` and ``cols`` must be at least 1.
+
+    Each vector of ``LANES`` channels is held in a register over the whole window and
+    stored once. The scalar loop this replaces (Numba's, over the channels of one cell at a
+    time) loaded and stored the running values at every cell, behind LLVM's overlap check
+    of ``x`` and ``y``. Channel counts of a vector or more run in whole vectors, the last one
+    overlapping the one before it (it writes the same values again); fewer take masks."""
+    sig = types.void(x, xo, rs, cs, rows, cols, y, yo, n)
+
+    def codegen(context, builder, sig, args):
+        a = _Args(context, builder, sig, args, y.dtype)
+        L, vt = a.lanes, a.vt
+        xo_, rs_, cs_, rows_, cols_, yo_, n_ = a.ints(1, 2, 3, 4, 5, 7, 8)
+        xp, yp = a.pointers(0, 6)
+        const = lambda v: ir.Constant(_I64, v)  # noqa: E731
+        def vec(p, index):
+            return builder.bitcast(builder.gep(p, [index]), vt.as_pointer())
+
+        def chunk(c0, V, load, store, mask):
+            """``V`` vectors of channels from ``c0`` on, each in its own register: the
+            folds of one vector wait on each other, those of ``V`` vectors do not."""
+            accs = [cgutils.alloca_once(builder, vt) for _ in range(V)]
+            base = builder.add(xo_, c0)
+            for v, acc in enumerate(accs):
+                builder.store(load(vec(xp, builder.add(base, const(v * L))), mask), acc)
+            with cgutils.for_range(builder, rows_) as lr:
+                row = builder.add(base, builder.mul(lr.index, rs_))
+                with cgutils.for_range(builder, cols_) as lj:
+                    cell = builder.add(row, builder.mul(lj.index, cs_))
+                    for v, acc in enumerate(accs):
+                        # the first cell folds with itself: v > v is false, NaN too
+                        x_ = load(vec(xp, builder.add(cell, const(v * L))), mask)
+                        m = builder.load(acc)
+                        builder.store(builder.select(builder.fcmp_ordered(">", x_, m), x_, m),
+                                      acc)
+            for v, acc in enumerate(accs):
+                store(builder.load(acc), vec(yp, builder.add(yo_, builder.add(c0, const(v * L)))),
+                      mask)
+
+        load, store = a.plain()
+        whole = builder.icmp_signed(">=", n_, const(L))
+        with builder.if_else(whole) as (vectors, short):
+            with vectors:
+                nv = builder.udiv(n_, const(L))
+                groups = builder.udiv(nv, const(GROUP))
+                with cgutils.for_range(builder, groups) as lk:
+                    chunk(builder.mul(lk.index, const(GROUP * L)), GROUP, load, store, None)
+                with cgutils.for_range(builder, builder.sub(nv, builder.mul(
+                        groups, const(GROUP)))) as lk:
+                    c0 = builder.mul(builder.add(builder.mul(groups, const(GROUP)), lk.index),
+                                     const(L))
+                    chunk(c0, 1, load, store, None)
+                with builder.if_then(builder.icmp_signed("!=", builder.urem(n_, const(L)),
+                                                         const(0))):
+                    chunk(builder.sub(n_, const(L)), 1, load, store, None)
+            with short:
+                it = ir.VectorType(_I64, L)
+                mask = builder.icmp_signed("<", ir.Constant(it, list(range(L))),
+                                           _splat(builder, n_, it))
+                chunk(const(0), 1, a.load, a.store, mask)
+        return context.get_dummy_value()
+
+    return sig, codegen
