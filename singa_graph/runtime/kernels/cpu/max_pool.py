@@ -22,12 +22,19 @@ from .simd_window import cells_max
 #: innermost. Measured at batch 2 (2 threads, 2026-11-27), 3x3 windows, against pool.py's
 #: vector rows: 256 channels at 7x7 to 3x3 17 us (28); 128 at 15x15 to 7x7 19 (16), 480
 #: at 8x8 to 8x8 33 (35), 192 at 16x16 to 8x8 31 (29), 64 at 31x31 to 15x15 48 (16).
+#: Since the windows fold in registers (simd_window.cells_max; AMD EPYC, 2026-11-29, 3x3
+#: stride 2, two runs): 128 at 15x15 17-18 (40-48), 192 at 16x16 28-34 (62-81), 64 at
+#: 31x31 40-43 (40-48), 64 at 32x32 63-71 (54-65), 24 and 32 channels lose (14-25 against
+#: 16-30, 50-96 against 113-140): :data:`WIDE_PLANE` for :data:`WIDE_CHANNELS`
 SMALL_PLANE, MIN_CHANNELS = 16, 64
+WIDE_PLANE, WIDE_CHANNELS = 64, 128
 
 
 def chosen(x_shape, y_shape) -> bool:
     """Whether a max pool of ``x_shape`` into ``y_shape`` runs here."""
-    return y_shape[2] * y_shape[3] <= SMALL_PLANE and x_shape[1] >= MIN_CHANNELS
+    pixels, c = y_shape[2] * y_shape[3], x_shape[1]
+    return (pixels <= SMALL_PLANE and c >= MIN_CHANNELS) or \
+        (pixels <= WIDE_PLANE and c >= WIDE_CHANNELS)
 
 
 def scratch_elements(c, h, w, ho, wo, per_sample) -> int:
