@@ -132,8 +132,8 @@ def test_batchnorm_parallel_loops_match_serial(monkeypatch):
 @pytest.mark.parametrize("relu", [False, True])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_eval_kernel_is_the_formula_bit_for_bit_on_any_thread_count(shape, relu, threads):
-    """Eval mode: ``x * a + b`` with ``a = scale / sqrt(var + eps)`` and ``b = bias - mean * a``
-    taken in float64, rounded to float32, then the ReLU; whichever thread takes which
+    """Eval mode: ``x * a + b`` in float32, with ``a = scale / sqrt(var + eps)`` and ``b =
+    bias - mean * a`` taken in float64 and rounded to float32, then the ReLU; whichever thread takes which
     planes (the split falls inside a channel's run of planes)."""
     import numba
 
@@ -158,7 +158,8 @@ def test_eval_kernel_is_the_formula_bit_for_bit_on_any_thread_count(shape, relu,
     finally:
         numba.set_num_threads(before)
     a = scale.astype(np.float64) / np.sqrt(rv.astype(np.float64) + 1e-5)
-    b = bias - rm.astype(np.float64) * a
+    b = (bias - rm.astype(np.float64) * a).astype(np.float32)
     per_channel = (1, c) + (1,) * (len(shape) - 2)
-    want = (x * a.reshape(per_channel) + b.reshape(per_channel)).astype(np.float32)
+    want = x * a.astype(np.float32).reshape(per_channel) + b.reshape(per_channel)
+    assert want.dtype == np.float32
     np.testing.assert_array_equal(y, np.maximum(want, np.float32(0)) if relu else want)
