@@ -332,3 +332,43 @@ def depthwise_tile(R: int, V: int):
         return sig, codegen
 
     return call
+
+
+@intrinsic
+def rows_add(typingctx, y, rows, n, ys, b):
+    """``rows_add(y, rows, n, ys, b)``: ``y[r*ys + c] += b[c]`` for ``r < rows``, ``c < n``,
+    ``y`` a float array (any shape: its data from its first element on, ``ys`` elements
+    a row) and ``b`` a 1-d one of its dtype. A bias added along the short rows of a
+    channels-last block (24 output channels): LLVM's vector loop takes 32 values a step and
+    left such rows to its scalar remainder; here each row is whole vectors and one masked
+    one. The same ``fadd`` per element as that loop, so the same values."""
+    sig = types.void(y, rows, n, ys, b)
+
+    def codegen(context, builder, sig, args):
+        a = _Args(context, builder, sig, args, y.dtype)
+        L, vt = a.lanes, a.vt
+        rows_, n_, ys_ = a.ints(1, 2, 3)
+        yp, bp = a.pointers(0, 4)
+        const = lambda v: ir.Constant(_I64, v)  # noqa: E731
+
+        def vec(p, index):
+            return builder.bitcast(builder.gep(p, [index]), vt.as_pointer())
+
+        load, store = a.plain()
+        nv = builder.udiv(n_, const(L))
+        tail = builder.urem(n_, const(L))
+        it = ir.VectorType(_I64, L)
+        mask = builder.icmp_signed("<", ir.Constant(it, list(range(L))), _splat(builder, tail, it))
+        with cgutils.for_range(builder, rows_) as lr:
+            row = builder.mul(lr.index, ys_)
+            with cgutils.for_range(builder, nv) as lv:
+                c = builder.mul(lv.index, const(L))
+                at = vec(yp, builder.add(row, c))
+                store(builder.fadd(load(at, None), load(vec(bp, c), None)), at, None)
+            with builder.if_then(builder.icmp_signed("!=", tail, const(0))):
+                c = builder.mul(nv, const(L))
+                at = vec(yp, builder.add(row, c))
+                a.store(builder.fadd(a.load(at, mask), a.load(vec(bp, c), mask)), at, mask)
+        return context.get_dummy_value()
+
+    return sig, codegen
