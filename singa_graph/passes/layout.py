@@ -326,9 +326,10 @@ def channels_last(graph, weight_copies: bool = True) -> int:
                 del kinds[n.id]
     for n in graph.nodes:
         # a max pool whose input comes from outside stays NCHW, so that the chain's
-        # Transpose moves its smaller output (squeezenet1_1's after its stem: 64 channels
-        # at 31x31, 37 us, against 9 at 15x15; the NCHW pool vectorises along the rows,
-        # 43 us, where the channels-last one takes 100 over 64 channels)
+        # Transpose moves its smaller output: resnet18's after its stem, 64 channels,
+        # Transpose at 32x32 85 us + channels-last pool 40, against NCHW pool 62 +
+        # Transpose at 16x16 12; squeezenet1_1's even (29 + 19 against 41 + 6; AMD EPYC,
+        # 2026-11-29, with the pools' windows in registers)
         if kinds.get(n.id) != "maxpool":
             continue
         c = n.inputs[0].creator
