@@ -1,8 +1,8 @@
 """Inference-graph passes: fewer nodes and fewer passes over activations in plans that
 only run a forward (no gradients, no updates). Each is a pure rewrite of ``graph``:
 
-* :func:`drop_noops`: Identity nodes, and Reshapes, Casts and Transposes that change
-  nothing (same shape, same dtype, identity permutation), are removed and their readers
+* :func:`drop_noops`: Identity nodes, Concats of one tensor, and Reshapes, Casts and
+  Transposes that change nothing (same shape, same dtype, identity permutation), are removed and their readers
   read the input instead. Same values, bit for bit.
 * :func:`fold_batchnorm`: an eval-mode BatchNorm2d reading a Conv2d (whose output nobody
   else reads) is folded into the convolution's weights and bias, computed once at compile
@@ -120,6 +120,8 @@ def _is_noop(n) -> bool:
     x, y = n.inputs[0], n.outputs[0]
     if n.type == "Identity":
         return True
+    if n.type == "Concat":  # of one tensor: a copy (densenet121's torch.cat([x]), 4 of them)
+        return x.shape == y.shape and x.dtype == y.dtype
     if n.type in RESHAPES or n.type == "Cast":
         return x.shape == y.shape and x.dtype == y.dtype
     if n.type == "Transpose":
@@ -128,7 +130,8 @@ def _is_noop(n) -> bool:
 
 
 def drop_noops(graph) -> int:
-    """Remove Identity nodes and no-op Reshapes, Casts and Transposes; returns how many."""
+    """Remove Identity nodes, one-tensor Concats and no-op Reshapes, Casts and Transposes;
+    returns how many."""
     outputs = {id(t) for t in graph.outputs}
     source: dict[int, object] = {}  # id(dropped output) -> the tensor read instead
     kept = []
