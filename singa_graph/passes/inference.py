@@ -2,8 +2,8 @@
 only run a forward (no gradients, no updates). Each is a pure rewrite of ``graph``:
 
 * :func:`drop_noops`: Identity nodes, Concats of one tensor, and Reshapes, Casts and
-  Transposes that change nothing (same shape, same dtype, identity permutation), are removed and their readers
-  read the input instead. Same values, bit for bit.
+  Transposes that change nothing (same shape, same dtype, identity permutation), are
+  removed and their readers read the input instead. Same values, bit for bit.
 * :func:`fold_batchnorm`: an eval-mode BatchNorm2d reading a Conv2d (whose output nobody
   else reads) is folded into the convolution's weights and bias, computed once at compile
   time in float64 and rounded to the weights' dtype, into *new* constant tensors: the
@@ -120,9 +120,8 @@ def _is_noop(n) -> bool:
     x, y = n.inputs[0], n.outputs[0]
     if n.type == "Identity":
         return True
-    if n.type == "Concat":  # of one tensor: a copy (densenet121's torch.cat([x]), 4 of them)
-        return x.shape == y.shape and x.dtype == y.dtype
-    if n.type in RESHAPES or n.type == "Cast":
+    # a Concat of one tensor is a copy (densenet121's torch.cat([x]), 4 of them)
+    if n.type in RESHAPES or n.type in ("Cast", "Concat"):
         return x.shape == y.shape and x.dtype == y.dtype
     if n.type == "Transpose":
         return tuple(n.op.perm) == tuple(range(len(x.shape)))

@@ -133,8 +133,8 @@ def test_batchnorm_parallel_loops_match_serial(monkeypatch):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_eval_kernel_is_the_formula_bit_for_bit_on_any_thread_count(shape, relu, threads):
     """Eval mode: ``x * a + b`` in float32, with ``a = scale / sqrt(var + eps)`` and ``b =
-    bias - mean * a`` taken in float64 and rounded to float32, then the ReLU; whichever thread takes which
-    planes (the split falls inside a channel's run of planes)."""
+    bias - mean * a`` taken in float64 and rounded to float32, then the ReLU; whichever
+    thread takes which planes (the split falls inside a channel's run of planes)."""
     import numba
 
     from singa_graph.runtime import threads as policy

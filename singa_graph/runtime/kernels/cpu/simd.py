@@ -143,14 +143,22 @@ class _Args:
                     self.store(v, p, m)
         return store
 
+    def lanes_below(self, count):
+        """The mask of a vector's first ``count`` lanes (an int64 value)."""
+        it = ir.VectorType(_I64, self.lanes)
+        return self.builder.icmp_signed("<", ir.Constant(it, list(range(self.lanes))),
+                                        _splat(self.builder, count, it))
+
+    def vector_at(self, pointer, index):
+        """``pointer + index`` (elements) as a pointer to a vector."""
+        return self.builder.bitcast(self.builder.gep(pointer, [index]),
+                                    self.vt.as_pointer())
+
     def vector_masks(self, count, tail):
         """The masks of ``count`` vectors whose last one holds ``tail`` lanes (an int64
         value), the others all theirs."""
-        it = ir.VectorType(_I64, self.lanes)
-        last = self.builder.icmp_signed("<", ir.Constant(it, list(range(self.lanes))),
-                                        _splat(self.builder, tail, it))
         return [ir.Constant(ir.VectorType(_I1, self.lanes), [1] * self.lanes)] * (count - 1) \
-            + [last]
+            + [self.lanes_below(tail)]
 
 
 def tile(R: int, V: int, padded: bool = False):
@@ -346,29 +354,24 @@ def rows_add(typingctx, y, rows, n, ys, b):
 
     def codegen(context, builder, sig, args):
         a = _Args(context, builder, sig, args, y.dtype)
-        L, vt = a.lanes, a.vt
         rows_, n_, ys_ = a.ints(1, 2, 3)
         yp, bp = a.pointers(0, 4)
-        const = lambda v: ir.Constant(_I64, v)  # noqa: E731
-
-        def vec(p, index):
-            return builder.bitcast(builder.gep(p, [index]), vt.as_pointer())
-
+        lanes = ir.Constant(_I64, a.lanes)
         load, store = a.plain()
-        nv = builder.udiv(n_, const(L))
-        tail = builder.urem(n_, const(L))
-        it = ir.VectorType(_I64, L)
-        mask = builder.icmp_signed("<", ir.Constant(it, list(range(L))), _splat(builder, tail, it))
+        nv = builder.udiv(n_, lanes)
+        tail = builder.urem(n_, lanes)
+        mask = a.lanes_below(tail)
         with cgutils.for_range(builder, rows_) as lr:
             row = builder.mul(lr.index, ys_)
             with cgutils.for_range(builder, nv) as lv:
-                c = builder.mul(lv.index, const(L))
-                at = vec(yp, builder.add(row, c))
-                store(builder.fadd(load(at, None), load(vec(bp, c), None)), at, None)
-            with builder.if_then(builder.icmp_signed("!=", tail, const(0))):
-                c = builder.mul(nv, const(L))
-                at = vec(yp, builder.add(row, c))
-                a.store(builder.fadd(a.load(at, mask), a.load(vec(bp, c), mask)), at, mask)
+                c = builder.mul(lv.index, lanes)
+                at = a.vector_at(yp, builder.add(row, c))
+                store(builder.fadd(load(at, None), load(a.vector_at(bp, c), None)), at, None)
+            with builder.if_then(builder.icmp_signed("!=", tail, ir.Constant(_I64, 0))):
+                c = builder.mul(nv, lanes)
+                at = a.vector_at(yp, builder.add(row, c))
+                a.store(builder.fadd(a.load(at, mask), a.load(a.vector_at(bp, c), mask)), at,
+                        mask)
         return context.get_dummy_value()
 
     return sig, codegen

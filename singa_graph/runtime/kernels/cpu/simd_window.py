@@ -177,12 +177,12 @@ def cells_max(typingctx, x, xo, rs, cs, rows, cols, y, yo, n):
 
     def codegen(context, builder, sig, args):
         a = _Args(context, builder, sig, args, y.dtype)
-        L, vt = a.lanes, a.vt
+        L, vt, vec = a.lanes, a.vt, a.vector_at
         xo_, rs_, cs_, rows_, cols_, yo_, n_ = a.ints(1, 2, 3, 4, 5, 7, 8)
         xp, yp = a.pointers(0, 6)
-        const = lambda v: ir.Constant(_I64, v)  # noqa: E731
-        def vec(p, index):
-            return builder.bitcast(builder.gep(p, [index]), vt.as_pointer())
+
+        def const(v):
+            return ir.Constant(_I64, v)
 
         def chunk(c0, V, load, store, mask):
             """``V`` vectors of channels from ``c0`` on, each in its own register: the
@@ -222,10 +222,7 @@ def cells_max(typingctx, x, xo, rs, cs, rows, cols, y, yo, n):
                                                          const(0))):
                     chunk(builder.sub(n_, const(L)), 1, load, store, None)
             with short:
-                it = ir.VectorType(_I64, L)
-                mask = builder.icmp_signed("<", ir.Constant(it, list(range(L))),
-                                           _splat(builder, n_, it))
-                chunk(const(0), 1, a.load, a.store, mask)
+                chunk(const(0), 1, a.load, a.store, a.lanes_below(n_))
         return context.get_dummy_value()
 
     return sig, codegen

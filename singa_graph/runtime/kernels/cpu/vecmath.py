@@ -3,10 +3,10 @@
 The generated kernel of a formula calls libm's scalar ``erff``/``expf`` per element (numba
 without Intel's SVML), which made float32 GELU 20x slower than PyTorch's. Here ``erf`` is
 the rational minimax approximation that Eigen and XLA use for float32, in fused
-multiply-adds (within 7 ulp of 1, 3.3e-7 absolute, PyTorch's vectorised erf is as close) and ``exp`` the one the generated
-kernels use (:mod:`.vexp`, Cephes' ``expf``, within 1 ulp), both branch-free, so a loop of
-them compiles to AVX code. Compiled
-with ``error_model='numpy'``: numba's default checks every division for zero, and that
+multiply-adds (within 7 ulp of 1, 3.3e-7 absolute; PyTorch's vectorised erf is as close),
+and ``exp`` the one the generated kernels use (:mod:`.vexp`, Cephes' ``expf``, within 1
+ulp), both branch-free, so a loop of them compiles to AVX code. Compiled with
+``error_model='numpy'``: numba's default checks every division for zero, and that
 branch alone keeps a loop scalar.
 
 The formulas in :mod:`singa_graph.ops.formulas` stay the definition (float64 data and CUDA

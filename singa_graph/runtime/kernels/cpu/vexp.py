@@ -3,10 +3,11 @@
 Numba calls libm's ``expf`` one element at a time (it has no vector math library unless
 Intel's SVML is installed), which made a convolution's fused SiLU epilogue cost 3.3 ns per
 element, 30 times its ReLU: most of efficientnet_b0's inference time. In float32, ``exp``
-here is plain arithmetic: Cody-Waite reduction ``x = n*ln2 + r``, Cephes' degree-6
-polynomial for ``exp(r)`` (both in fused multiply-adds) (within 1 ulp of the exact value over the float range), and the
-scaling by ``2^n`` built from the exponent bits, in two halves so that results that
-overflow to inf or fall into the subnormal range are rounded once, as they should. NaN stays
+here is plain arithmetic: Cody-Waite reduction ``x = n*ln2 + r`` and Cephes' degree-6
+polynomial for ``exp(r)``, both in fused multiply-adds (within 1 ulp of the exact value
+over the float range), and the scaling by ``2^n`` built from the exponent bits, in two
+halves so that results that overflow to inf or fall into the subnormal range are rounded
+once, as they should. NaN stays
 NaN, ``exp(inf) = inf``, ``exp(-inf) = 0``. In float64 it is ``math.exp``.
 
 generate.py substitutes it for ``math.exp`` in every generated CPU kernel (elementwise ops,
