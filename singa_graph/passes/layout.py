@@ -205,19 +205,34 @@ def _chains(graph, kinds, uses) -> set:
 #: (conv_channels_last.TILE_ROWS) beat the dot products on it: mnasnet0_5's 160 -> 1280 at 2x2
 #: 25 -> 20 us, 96 -> 576 11 -> 8
 FEW_PIXELS = 16
+#: ... except over at most this many pixels where the conv widens its channels (a
+#: squeeze-and-excitation block's expanding conv at 1x1): its dot products are shorter
+#: than its outputs are many, and each output's sum ends in a reduction across a vector
+#: that costs as much as the products; the tiles have none, and hold a ``(C, O)`` copy.
+#: One thread, AMD EPYC, 2026-11-29, dots against tiles: 2 x 144 -> 576 20.6 against 11.2
+#: us, 4 x 144 -> 576 26.3 / 13.7, 2 x 72 -> 288 6.3 / 4.2; narrowing, 2 x 576 -> 144
+#: 6.1 / 10.7; over 8 and 16 pixels both even
+WIDENING_TILE_PIXELS = 4
+
+
+def _pixels(x_shape) -> int:
+    n, _, h, w = x_shape
+    return n * h * w
 
 
 def _few_pixels(x_shape) -> bool:
-    n, _, h, w = x_shape
-    return n * h * w <= FEW_PIXELS
+    return _pixels(x_shape) <= FEW_PIXELS
 
 
 def _weight_as_is(n, kind, held) -> bool:
     """Whether conv ``n`` of ``kind`` reads its OIHW weight as it is in the channels-last
     chain: a pointwise conv over few pixels (its rows are the dot products' operand),
-    unless its weight is a folded BatchNorm's, held in HWIO for free (``held.free``)."""
-    return kind == "pointwise" and _few_pixels(n.inputs[0].shape) and \
-        not held.free(n.inputs[1])
+    unless its weight is a folded BatchNorm's, held in HWIO for free (``held.free``), or it
+    widens its channels over at most :data:`WIDENING_TILE_PIXELS` pixels."""
+    x, w = n.inputs[0], n.inputs[1]
+    if kind != "pointwise" or not _few_pixels(x.shape) or held.free(w):
+        return False
+    return not (_pixels(x.shape) <= WIDENING_TILE_PIXELS and w.shape[1] < w.shape[0])
 
 
 # ---------------------------------------------------------------------- rewriting

@@ -51,6 +51,8 @@ CASES = [  # (n, c, h, o, k, stride, dilation, groups)
     (2, 16, 8, 40, 1, 1, 1, 1),     # pointwise on the register tiles, rows split
     (1, 300, 3, 40, 1, 1, 1, 1),    # pointwise over few pixels, dot products (C >= 256)
     (2, 40, 2, 72, 1, 1, 1, 1),     # pointwise over few pixels, columns (C < 256)
+    (2, 64, 1, 24, 1, 1, 1, 1),     # two pixels: dot products of four weight rows by two
+    (3, 40, 1, 18, 1, 1, 1, 1),     # three: by two and one, then the rows left
     (2, 24, 9, 24, 3, 1, 1, 24),    # depthwise by rows (stride 1, wide)
     (2, 48, 4, 48, 3, 1, 1, 48),    # depthwise by pixels (narrow)
     (2, 20, 11, 20, 3, 2, 1, 20),   # strided
@@ -108,7 +110,8 @@ def test_conv_nhwc_serial_and_parallel_twins_agree(case, monkeypatch):
     np.testing.assert_array_equal(out[0], out[1])
 
 
-@pytest.mark.parametrize("n,c,h,o", [(2, 96, 2, 200), (1, 40, 3, 70), (2, 8, 1, 1000)])
+@pytest.mark.parametrize("n,c,h,o", [(2, 96, 2, 200), (1, 40, 3, 70), (2, 8, 1, 1000),
+                                     (2, 24, 1, 58), (1, 16, 1, 30)])
 def test_pointwise_tiles_over_few_pixels(n, c, h, o, monkeypatch):
     """A (C, O) weight over few pixels (a BatchNorm fold's) runs on the register tiles,
     split by output columns: every column block's epilogue (bias, residual, ReLU6) lands

@@ -68,6 +68,18 @@ def test_converted_plan_matches_the_unoptimised_graph():
         np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
 
 
+def test_squeeze_excite_convs_hold_the_layout_their_kernel_is_fastest_on():
+    """Over at most layout.WIDENING_TILE_PIXELS pixels a widening pointwise conv holds an
+    HWIO copy for the register tiles; a narrowing one keeps its OIHW weight for the dot
+    products."""
+    from singa_graph.passes.layout import WIDENING_TILE_PIXELS
+
+    plan = compile(_mobile_block()())
+    se = {n.outputs[0].shape[3]: n.op.weight_layout for n in plan.graph.nodes
+          if n.type == "Conv2dNHWC" and n.inputs[0].shape[1:3] == (1, 1)}
+    assert 2 <= WIDENING_TILE_PIXELS and se == {8: "OIHW", 48: "HWIO"}
+
+
 def test_float64_chains_stay_nchw():
     # the channels-last kernels are float32's (ops._util.tiled): a float64 plan keeps NCHW
     # and runs the plane loops and GEMMs, to float64's rounding

@@ -51,9 +51,15 @@ ROWS = 8 if simd.REGISTERS >= 32 else 6
 
 
 def _tile(rows, vecs, x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail):
-    """The tile of ``rows`` (ROWS, 4, 2 or 1) pixels x ``vecs`` vectors (simd.tile's
-    arguments); ``TR1`` ... ``T12`` are one family's tiles (:func:`_with`)."""
-    if vecs == 2:
+    """The tile of ``rows`` (ROWS, 4, 2 or 1) pixels x ``vecs`` vectors (1 or 2; 4 over at
+    most two rows) (simd.tile's arguments); ``TR1`` ... ``T14`` are one family's tiles
+    (:func:`_with`)."""
+    if vecs == 4:
+        if rows == 2:
+            T24(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+        else:
+            T14(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
+    elif vecs == 2:
         if rows == ROWS:
             TR2(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail)
         elif rows == 4:
@@ -86,6 +92,11 @@ def _columns(x, offs, rows_, w, wstep, wr, wv, e, es, e0, nc, kh, kw, ri, rj, rc
     grouped = og < o1  # [o0, o1) spans more than the first group
     while o < o1:
         vecs = 2 if o1 - o > lanes and not grouped else 1
+        # over one or two rows, four vectors: 2 x 2 tiles held four sums, too few to hide
+        # the multiply-adds' latency (two threads, AMD EPYC, 2026-11-29: 2 x 1280 -> 1000 on
+        # MatMulDirect's blocks 60 -> 52 us, 1 x 768 -> 1000 37 -> 28)
+        if vecs == 2 and rows_ <= 2 and o1 - o > 3 * lanes:
+            vecs = 4
         tail = min(lanes, o1 - o - lanes * (vecs - 1))
         xo = min((o // og) * cg, cmax) * rc
         p = 0
@@ -115,7 +126,8 @@ def _with(fn, **names):
 
 def _family(padded):
     shapes = {"TR1": (ROWS, 1), "TR2": (ROWS, 2), "T41": (4, 1), "T42": (4, 2),
-              "T21": (2, 1), "T22": (2, 2), "T11": (1, 1), "T12": (1, 2)}
+              "T21": (2, 1), "T22": (2, 2), "T11": (1, 1), "T12": (1, 2),
+              "T24": (2, 4), "T14": (1, 4)}
     return _with(_tile, **{k: simd.tile(r, v, padded) for k, (r, v) in shapes.items()})
 
 
