@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import host
 from ..ops._util import tiled
 from ..ops.conv import Conv2d
 from ..ops.conv_tiles import Conv2dDirect
@@ -72,9 +73,13 @@ def direct_convs(graph, weight_copies: bool = True) -> int:
 #: 2048x1536x384 11.6 -> 11.2 ms, 4096x96x384 1.47 -> 1.41 ms (beyond, untried: BLAS
 #: blocks long rows of ``x`` for its caches, the tiles do not)
 MAX_ROWS = 4096
-#: weights of fewer values keep the MatMul kernel: over short rows the tiles' fixed costs
-#: show (the small ViT's 130 x 64 x 128 with its bias: 15 against 20 us)
-MIN_WEIGHT_VALUES = 1 << 16
+#: weights of fewer values keep the MatMul kernel (BLAS, and a bias as its own Add), by the
+#: target's vector bytes (singa_graph.host). With AVX-512 the tiles' fixed costs showed
+#: over short rows (2-core Intel Xeon: the small ViT's 130 x 64 x 128 with its bias, 15
+#: against 20 us); with AVX2 the tiles won from 64 x 64 weights: paired whole-model runs
+#: on a 2-core AMD EPYC (2026-11-29), 2^12 against 2^16, small ViT 0.92/0.93, small Swin
+#: 0.93/0.96, convnext_tiny 1.00
+MIN_WEIGHT_VALUES = {64: 1 << 16, 32: 1 << 12, 16: 1 << 12}
 
 
 def _product(n):
@@ -98,7 +103,7 @@ def _product(n):
 
 def direct_matmuls(graph, weight_copies: bool = True) -> int:
     """Make the products of the inference graph ``graph`` by a constant 2-d weight (of at
-    least :data:`MIN_WEIGHT_VALUES` values) over at most :data:`MAX_ROWS` rows
+    least :data:`MIN_WEIGHT_VALUES` values for the host) over at most :data:`MAX_ROWS` rows
     MatMulDirect (in place; returns how many): MatMuls, with the Add of a constant bias
     that is their output's only reader, and Gemms with their ``C``. A Gemm's ``(N, K)``
     weight (``transB=1``) is read through a plan-owned copy in blocks of columns,
@@ -109,6 +114,7 @@ def direct_matmuls(graph, weight_copies: bool = True) -> int:
     512 -> 1000 (resnet18's) 55 against 140. Without ``weight_copies``, only the products
     that read their weight in place."""
     uses = _Uses(graph)
+    min_values = MIN_WEIGHT_VALUES.get(host.vector_bytes(), 1 << 12)
     blocked = {}  # dtype -> PermutedWeights of (N, K) weights
     columns = PermutedWeights(graph, copy=ColumnBlocks)  # (K, N) weights over few rows
     drop, replace = set(), {}
@@ -121,7 +127,7 @@ def direct_matmuls(graph, weight_copies: bool = True) -> int:
         rows = int(np.prod(x.shape[:-1]))
         if not (_is_leaf_with_data(w) and len(w.shape) == 2 and len(x.shape) >= 2
                 and tiled(y.dtype) and x.dtype == w.dtype
-                and rows <= MAX_ROWS and w.shape[0] * w.shape[1] >= MIN_WEIGHT_VALUES):
+                and rows <= MAX_ROWS and w.shape[0] * w.shape[1] >= min_values):
             continue
         cols = w.shape[0] if trans_w else w.shape[1]
         streamed = rows <= STREAM_ROWS and w.nbytes >= STREAM_WEIGHT_BYTES

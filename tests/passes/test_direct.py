@@ -232,7 +232,8 @@ def test_grouped_convs_run_direct_on_a_spread_copy_of_their_weight(layout, monke
 
 # ---------------------------------------------------------------------- products
 @pytest.mark.parametrize("m, k, n, has_bias", [(8, 300, 768, True), (2, 64, 40, False),
-                                               (13, 17, 8, True), (35, 128, 1000, True)])
+                                               (13, 17, 8, True), (35, 128, 1000, True),
+                                               (2, 33, 58, True), (1, 20, 70, False)])
 @pytest.mark.parametrize("blocked", [False, True])
 def test_matmul_kernel_matches_a_float64_reference_on_any_thread_count(m, k, n, has_bias,
                                                                        blocked):
@@ -278,7 +279,7 @@ def test_the_pass_takes_products_by_constant_weights_and_their_bias():
         h = ops.relu(ops.add(ops.matmul(x, c(256, 264)), c(264)))  # MatMulDirect+Add
         h = ops.add(c(256), ops.matmul(h, c(264, 256)))             # bias first: still fused
         g = ops.matmul(h, c(256, 256))                              # no bias
-        g = ops.matmul(g, c(256, 24))                               # too small
+        g = ops.matmul(g, c(256, 8))                                # too small
         return Graph([ops.matmul(g, ops.transpose(g, (0, 2, 1)))], inputs=[x])  # not const
 
     plan, plan0 = compile(build()), compile(build(), fuse=False)
