@@ -10,9 +10,10 @@ vectors four (:func:`dot4`), two (:func:`dot2`: a classifier at batch 2 then rea
 weight row once, 132 -> 119 us on one thread for 1000x1280) or one (:func:`dot1`) at a
 time. Two or three vectors go by four weight rows (:func:`dot42`: a squeeze-and-excitation
 block's 2 x 576 -> 144 at batch 2 on one thread, 10.0 -> 6.1 us, AMD EPYC, 2026-11-29): one
-row at a time, the reduction across a vector that ends every sum cost as much as the sum. The blocks ran at 90-98 GFLOP/s per core against 45-52 for dot products four
-vectors at a time (1000x512 weights by 18 vectors, 2026-11-26); with few vectors the
-product is bound by memory, and rows go one at a time (see :func:`products`). LLVM
+row at a time, the reduction across a vector that ends every sum cost as much as the sum.
+The blocks ran at 90-98 GFLOP/s per core against 45-52 for dot products four vectors at a
+time (1000x512 weights by 18 vectors, 2026-11-26); with four to fifteen vectors over short
+rows the product is bound by memory, and rows go one at a time (see :func:`products`). LLVM
 vectorises the loops along the inner dimension; the callers compile them with ``fastmath``
 ``reassoc`` (these helpers are inlined and take the caller's flags), so the sums are
 reassociated. Each output is one thread's sum in a fixed order: results do not depend on
