@@ -114,7 +114,7 @@ def direct_matmuls(graph, weight_copies: bool = True) -> int:
     512 -> 1000 (resnet18's) 55 against 140. Without ``weight_copies``, only the products
     that read their weight in place."""
     uses = _Uses(graph)
-    min_values = MIN_WEIGHT_VALUES.get(host.vector_bytes(), 1 << 12)
+    min_values = MIN_WEIGHT_VALUES[host.vector_bytes()]  # one of host.VECTOR_WIDTHS
     blocked = {}  # dtype -> PermutedWeights of (N, K) weights
     columns = PermutedWeights(graph, copy=ColumnBlocks)  # (K, N) weights over few rows
     drop, replace = set(), {}

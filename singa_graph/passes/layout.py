@@ -220,19 +220,15 @@ def _pixels(x_shape) -> int:
     return n * h * w
 
 
-def _few_pixels(x_shape) -> bool:
-    return _pixels(x_shape) <= FEW_PIXELS
-
-
 def _weight_as_is(n, kind, held) -> bool:
     """Whether conv ``n`` of ``kind`` reads its OIHW weight as it is in the channels-last
     chain: a pointwise conv over few pixels (its rows are the dot products' operand),
     unless its weight is a folded BatchNorm's, held in HWIO for free (``held.free``), or it
     widens its channels over at most :data:`WIDENING_TILE_PIXELS` pixels."""
-    x, w = n.inputs[0], n.inputs[1]
-    if kind != "pointwise" or not _few_pixels(x.shape) or held.free(w):
+    pixels, w = _pixels(n.inputs[0].shape), n.inputs[1]
+    if kind != "pointwise" or pixels > FEW_PIXELS or held.free(w):
         return False
-    return not (_pixels(x.shape) <= WIDENING_TILE_PIXELS and w.shape[1] < w.shape[0])
+    return not (pixels <= WIDENING_TILE_PIXELS and w.shape[1] < w.shape[0])
 
 
 # ---------------------------------------------------------------------- rewriting

@@ -144,7 +144,10 @@ def products(w, x, y3, o0, o1, k_):
     # the product waits on memory, and four rows streamed side by side came from memory
     # slower than one (1280x320 weights by 8 vectors, weights not in cache: 93 us one row
     # at a time against 129; 1000x512 by 18: 193 against 291 the other way)
-    blocks = j_ >= 16 or (j_ >= 8 and k_ >= 512)
+    # two or three vectors go by four rows too (dot42): one row at a time, the reduction
+    # across a vector that ends each short sum cost as much as the sum
+    pairs = 2 <= j_ < 4
+    blocks = j_ >= 16 or (j_ >= 8 and k_ >= 512) or pairs
     while blocks and o + 4 <= o1:
         wb = (uintp(o * k_), uintp((o + 1) * k_), uintp((o + 2) * k_), uintp((o + 3) * k_))
         j = 0
@@ -156,25 +159,20 @@ def products(w, x, y3, o0, o1, k_):
                 for q in range(4):
                     y3[n, o + q, at] = r[q * 4 + p]
             j += 4
+        while pairs and j + 2 <= j_:
+            r8 = dot42(w, wb[0], wb[1], wb[2], wb[3], x, uintp(j * k_),
+                       uintp((j + 1) * k_), k_)
+            for p in range(2):
+                n, at = _vector(j + p, l_)
+                for q in range(4):
+                    y3[n, o + q, at] = r8[q * 2 + p]
+            j += 2
         while j < j_:
             r4 = dot4(x, uintp(j * k_), w, wb[0], wb[1], wb[2], wb[3], k_)
             n, at = _vector(j, l_)
             for q in range(4):
                 y3[n, o + q, at] = r4[q]
             j += 1
-        o += 4
-    while 2 <= j_ < 4 and o + 4 <= o1:
-        wb = (uintp(o * k_), uintp((o + 1) * k_), uintp((o + 2) * k_), uintp((o + 3) * k_))
-        r = dot42(w, wb[0], wb[1], wb[2], wb[3], x, uintp(0), uintp(k_), k_)
-        for p in range(2):
-            n, at = _vector(p, l_)
-            for q in range(4):
-                y3[n, o + q, at] = r[q * 2 + p]
-        if j_ == 3:
-            n, at = _vector(2, l_)
-            r4 = dot4(x, uintp(2 * k_), w, wb[0], wb[1], wb[2], wb[3], k_)
-            for q in range(4):
-                y3[n, o + q, at] = r4[q]
         o += 4
     while o < o1:
         wb0 = uintp(o * k_)
