@@ -82,14 +82,17 @@ def pytest_deselected(items):
     _deselected.extend(i for i in items if Path(str(i.fspath)).parent == _HERE)
 
 
-def pytest_collection_modifyitems(config, items):
-    if _RUNNABLE:
-        return
-    here = os.path.dirname(__file__)
-    skip = pytest.mark.skip(reason=_WHY)
-    for item in items:
-        if str(item.fspath).startswith(here):
-            item.add_marker(skip)
+def pytest_ignore_collect(collection_path, config):
+    """Where these tests cannot run, their modules are not even imported: building their
+    cases runs CPU kernels (and compiled them in every test process of a cold cache)."""
+    if not _RUNNABLE and collection_path.parent == _HERE and collection_path.name != "conftest.py":
+        return True
+    return None
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _RUNNABLE:
+        terminalreporter.write_line(f"tests/cuda not collected: {_WHY}")
 
 
 @pytest.fixture(scope="session")
