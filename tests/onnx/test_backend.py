@@ -9,10 +9,16 @@ CPU node tests pass (``bench/onnx_node_coverage.py`` groups the rest by reason).
 """
 from __future__ import annotations
 
+import fcntl
+import os
+import pickle
 import unittest
 import warnings
+from pathlib import Path
 
+import numpy as np
 import onnx.backend.test
+import onnx.backend.test.runner
 
 from singa_graph.errors import DTypeError, UnsupportedOpError
 from singa_graph.onnx.backend import SingaBackend, SingaRep
@@ -60,9 +66,42 @@ EXCLUDED = {
     r"^test_real_|^OnnxBackendRealModelTest": "real models are downloaded; no network in CI",
 }
 
+def _node_cases_once(load):
+    """``load_model_tests`` with its node cases kept in test-artifacts/: onnx builds them by
+    running every case generator (its reference ops included), 12 s on each collection, in
+    each pytest-xdist worker. The file is keyed by the onnx and numpy versions; a lock lets
+    one process build it while the others wait and read."""
+    root = Path(__file__).resolve().parents[2] / "test-artifacts"
+    path = root / f"onnx-node-cases-{onnx.__version__}-numpy-{np.__version__}.pickle"
+
+    def cached(*args, kind=None, **kwargs):
+        if kind != "node" or args or kwargs:
+            return load(*args, kind=kind, **kwargs)
+        root.mkdir(exist_ok=True)
+        with open(root / "onnx-node-cases.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                with open(path, "rb") as f:
+                    return pickle.load(f)
+            except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
+                cases = load(kind="node")
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                with open(tmp, "wb") as f:
+                    pickle.dump(cases, f, protocol=pickle.HIGHEST_PROTOCOL)
+                os.replace(tmp, path)
+                return cases
+    return cached
+
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # the generators warn about float overflow in casts
-    backend_test = onnx.backend.test.BackendTest(_Backend, __name__)
+    _runner = onnx.backend.test.runner
+    _load = _runner.load_model_tests
+    _runner.load_model_tests = _node_cases_once(_load)
+    try:
+        backend_test = onnx.backend.test.BackendTest(_Backend, __name__)
+    finally:
+        _runner.load_model_tests = _load
 for pattern, reason in EXCLUDED.items():
     backend_test.exclude(pattern)
 
