@@ -84,15 +84,33 @@ def pytest_deselected(items):
 
 def pytest_ignore_collect(collection_path, config):
     """Where these tests cannot run, their modules are not even imported: building their
-    cases runs CPU kernels (and compiled them in every test process of a cold cache)."""
-    if not _RUNNABLE and collection_path.parent == _HERE and collection_path.name != "conftest.py":
+    cases runs CPU kernels (and compiled them in every test process of a cold cache). One
+    placeholder test (:class:`_NotHere`) says why instead."""
+    if not _RUNNABLE and collection_path.parent == _HERE and \
+            collection_path.name.startswith("test_"):
         return True
     return None
 
 
-def pytest_terminal_summary(terminalreporter):
-    if not _RUNNABLE:
-        terminalreporter.write_line(f"tests/cuda not collected: {_WHY}")
+class _NotHere(pytest.Item):
+    """Skips with the reason why tests/cuda cannot run in this process."""
+
+    def runtest(self):
+        pytest.skip(_WHY)
+
+    def reportinfo(self):
+        return self.path, None, "tests/cuda"
+
+
+class _Placeholder(pytest.File):
+    def collect(self):
+        yield _NotHere.from_parent(self, name="tests/cuda")
+
+
+def pytest_collect_file(file_path, parent):
+    if not _RUNNABLE and file_path == _HERE / "conftest.py":
+        return _Placeholder.from_parent(parent, path=file_path)
+    return None
 
 
 @pytest.fixture(scope="session")
