@@ -1,8 +1,8 @@
 """CUDA tests run where numba.cuda can run kernels: on a real GPU, or on numba's CUDA
 simulator, which must be switched on before numba is first imported. ``make test`` runs
 this directory in a process of its own with ``NUMBA_ENABLE_CUDASIM=1``; in the main test
-process of a machine without a GPU these tests are skipped with that reason."""
-import os
+process of a machine without a GPU they are not collected, and one placeholder test is
+skipped with that reason."""
 import sys
 import threading
 from pathlib import Path

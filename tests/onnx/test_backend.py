@@ -66,6 +66,7 @@ EXCLUDED = {
     r"^test_real_|^OnnxBackendRealModelTest": "real models are downloaded; no network in CI",
 }
 
+
 def _node_cases_once(load):
     """``load_model_tests`` with its node cases kept in test-artifacts/: onnx builds them by
     running every case generator (its reference ops included), 12 s on each collection, in
