@@ -28,6 +28,10 @@ def test_which_plain_convs_take_the_tiles():
     assert not _chosen((8, 256, 4, 4), (512, 256, 3, 3), s=2)  # 32 outputs a weight
     assert not _chosen((8, 64, 16, 16), (128, 64, 3, 3), s=2, algo="direct")  # im2col asked
     assert not _chosen((64, 32, 14, 14), (64, 32, 3, 3))        # 1024 Winograd tiles
+    assert not _chosen((32, 64, 8, 8), (64, 64, 3, 3))          # 128 tiles, 64 channels
+    assert _chosen((16, 16, 16, 16), (16, 16, 3, 3))            # 256 tiles, 16 channels
+    assert _chosen((16, 256, 8, 8), (256, 256, 3, 3))           # 64 tiles, 256 channels
+    assert not _chosen((32, 256, 8, 8), (256, 256, 3, 3))       # 128 tiles
     assert not _chosen((64, 1, 28, 28), (32, 1, 3, 3))          # 9 terms an output
     assert not _chosen((32, 16, 32, 32), (32, 16, 1, 1), s=2, p=0)  # 16-channel 1x1
     assert not _chosen((2, 32, 80, 80), (32, 32, 3, 3))         # 6400 pixels a plane

@@ -324,10 +324,32 @@ def _step(op, ins, w, y, scratch, group, parts, blocks, forward=_FORWARD):
 
 # ------------------------------------------------- plain Conv2d ops (training, eager)
 #: 3x3 stride-1 convs that Winograd takes stay with it from this many 4x4 output tiles a
-#: batch, where its one weight transform a call is shared by enough tiles. Batch 64, two
-#: threads (2026-11-28): 32 -> 64 at 14x14 (1024 tiles) Winograd 1.9 ms, the tiles 2.3;
-#: batch 8, 64 -> 64 at 16x16 (128 tiles) 0.68-0.92 against 0.54-0.56
+#: batch, where its one weight transform a call is shared by enough tiles: below 32
+#: channels, where the tiles win up to 256 tiles (16 -> 16: 32 to 128 tiles 1.1-1.6x
+#: faster than Winograd, 256 tiles even) ...
 WINOGRAD_TILES = 512
+#: ... and from 32 channels, from this many tiles or ``O*C/512``, whichever is more. Batch
+#: 2-32, two threads, interleaved in one process (AMD EPYC, AVX2, 2026-11-29), Winograd's
+#: time over the tiles' (their weight blocked every call, as here): 32 -> 32 at 64 tiles
+#: 0.89-0.96, at 128 0.76-0.83; 64 -> 64 at 32 tiles 0.86-0.89, at 64 0.67-0.68, at 128
+#: 0.58-0.61; 128 -> 128 at 32 tiles 0.97-1.03, at 64 0.73, at 128 0.55-0.72; 64 <-> 128 at
+#: 64 tiles 0.63-0.80; 256 -> 256 at 64 tiles 1.21-1.29 (its weight transform is 16x
+#: 64 -> 64's), at 128 0.62-0.91. (The rule before, 512 tiles everywhere, came from one
+#: measurement before Winograd's transforms were vectorised over channels.)
+WINOGRAD_MIN_TILES = 64
+
+
+def _winograd_takes(op, x_shape, w_shape, dtype) -> bool:
+    """Whether Winograd keeps a 3x3 conv that it applies to, by the rules above."""
+    if not winograd.chosen(op, x_shape, w_shape, dtype):
+        return False
+    o, c = w_shape[0], w_shape[1]
+    n_tiles = winograd.tiles(op, x_shape)
+    if min(o, c) < 32:
+        return n_tiles >= WINOGRAD_TILES
+    return n_tiles >= max(WINOGRAD_MIN_TILES, o * c // 512)
+
+
 #: outputs a weight value is used for (batch x output pixels) below which the copy into
 #: blocks costs more than the tiles save: it moves a weight at ~12 GB/s (512 -> 512 3x3,
 #: 9.4 MB, 0.74 ms), as long as the tiles' whole conv at batch 8 on 2x2 outputs
@@ -338,8 +360,8 @@ def chosen(op, x_shape, w_shape, y_shape, dtype) -> bool:
     """Whether a plain Conv2d (OIHW weight; training plans and eager runs, where no pass
     made it a Conv2dDirect) runs on the tiles, with its weight blocked into workspace on
     every call: with ``algo="auto"`` where :meth:`Conv2dDirect.wins` says so, but for the
-    3x3 convs that Winograd shares over :data:`WINOGRAD_TILES` tiles and the weights used
-    for fewer than :data:`WEIGHT_REUSE` outputs each. Shapes alone decide,
+    3x3 convs that Winograd shares over enough tiles (:func:`_winograd_takes`) and the
+    weights used for fewer than :data:`WEIGHT_REUSE` outputs each. Shapes alone decide,
     so graph and eager runs choose alike. Batch 8, two threads (2026-11-28), the tiles on
     weights blocked beforehand against the kernels that ran them: ResNet-18's 3x3 stride-2
     convs at 64x64 input 64 -> 128 495 -> 286 us, 128 -> 256 608 -> 301, stride 1 128 ->
@@ -352,8 +374,7 @@ def chosen(op, x_shape, w_shape, y_shape, dtype) -> bool:
         return False
     if not Conv2dDirect.wins(op, x_shape, w_shape, y_shape, dtype):
         return False
-    return not (winograd.chosen(op, x_shape, w_shape, dtype)
-                and winograd.tiles(op, x_shape) >= WINOGRAD_TILES)
+    return not _winograd_takes(op, x_shape, w_shape, dtype)
 
 
 def _plain_specs(op, ins, outs):
