@@ -68,6 +68,33 @@ def test_converted_plan_matches_the_unoptimised_graph():
         np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
 
 
+def test_a_mean_over_the_planes_reads_the_chain_channels_last():
+    """MnasNet ends its chain with ``x.mean([2, 3])``: an ``(N, C)`` result that needs no
+    transpose out of the chain."""
+    def build():
+        rng = np.random.default_rng(5)
+
+        def c(*shape):
+            return _t((rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:])))
+                      .astype(np.float32))
+
+        x = Placeholder((2, 8, 6, 6), name="x")
+        y = ops.relu(ops.conv2d(x, c(8, 1, 3, 3), c(8), 1, 1, groups=8))
+        y = ops.relu(ops.conv2d(y, c(32, 8, 1, 1), c(32)))
+        return Graph([ops.mean(y, axis=(-2, -1))], inputs=[x])
+
+    plan, plan0 = compile(build()), compile(build(), fuse=False)
+    verify(plan)
+    nodes = plan.graph.nodes
+    assert [n.type for n in nodes].count("Transpose") == 1  # into the chain only
+    (mean,) = [n for n in nodes if n.type == "Mean"]
+    assert mean.op.axes == (1, 2) and mean.inputs[0].shape == (2, 6, 6, 32)
+    x = np.random.default_rng(6).standard_normal((2, 8, 6, 6)).astype(np.float32)
+    (y,), (y0,) = plan.run([x]), plan0.run([x])
+    assert y.shape == (2, 32)
+    np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
+
+
 def test_squeeze_excite_convs_hold_the_layout_their_kernel_is_fastest_on():
     """Over at most layout.WIDENING_TILE_PIXELS pixels a widening pointwise conv holds an
     HWIO copy for the register tiles; a narrowing one keeps its OIHW weight for the dot

@@ -51,19 +51,23 @@ def _planes(x, axes):
     return (a, c, b) if (b >= MIN_PLANE or a == 1) and a * c * b > 0 else None
 
 
-@loops
+@loops(error_model="numpy")
 def _SUM_MIDDLE(x3, y2, div):
     """``y2[a] = sum(x3[a, :, :], axis=0) / div`` for ``x3`` of shape ``(A, B, C)``: a
     running sum of rows of ``C`` in the output's dtype (vectorised along C; the plane sums
-    above add in float64, one value at a time)."""
+    above add in float64, one value at a time). Written as loops over ``C`` (numpy's error
+    model: no zero check per division), which LLVM vectorises; as array expressions the
+    mean of mnasnet0_5's 1280 channels at 2x2, batch 2, took 2.0 us."""
+    c_ = x3.shape[2]
     for a in prange(x3.shape[0]):
-        r = y2[a]
-        r[:] = x3[a, 0]
+        for c in range(c_):
+            y2[a, c] = x3[a, 0, c]
         for b in range(1, x3.shape[1]):
-            r += x3[a, b]
+            for c in range(c_):
+                y2[a, c] += x3[a, b, c]
         if div != 1.0:
-            for c in range(r.shape[0]):
-                r[c] = r[c] / div
+            for c in range(c_):
+                y2[a, c] = y2[a, c] / div
 
 
 def _middle(x, axes):
