@@ -497,6 +497,48 @@ def test_castable_feeds_reuse_the_cached_plan():
     assert m.last_plan is plan and len(m.plans) == 1
 
 
+def test_repeated_inference_calls_take_the_hot_path_and_see_every_change():
+    """A second inference call on arrays like the first finds its plan without the cache
+    search (Model._run_hot), and any change that could select another plan or change the
+    result is still seen: mode, input shape or dtype, parameters, weight_copies."""
+    sg_random.seed(1)
+    m = BNDropNet()
+    m.set_optimizer(make_sgd())
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((4, 3, 8, 8)).astype(np.float32)
+    y = np.arange(4, dtype=np.int32)
+    m.compile([x], is_train=False, use_graph=True)
+    first = m(x).data
+    plan = m.last_plan
+    assert m._hot is not None and m._hot[1] is plan
+
+    def slow(*args):  # the same call with the hot path forgotten
+        m.__dict__["_hot"] = None
+        return m(*args).data
+
+    out = m(x)
+    assert isinstance(out, Tensor) and out.shape == first.shape and out.writes == 1
+    np.testing.assert_array_equal(out.data, first)
+    np.testing.assert_array_equal(slow(x), first)
+    x2 = x[:2].copy()  # another batch: another plan
+    assert m(x2).shape == (2, 10) and m.last_plan is not plan
+    m(x.astype(np.float64))  # cast by the slow path, into the cached plan
+    assert m.last_plan is plan
+    m.conv.W.copy_from_numpy(m.conv.W.data * 2)  # the folded BatchNorm follows
+    changed = m(x).data
+    assert not np.array_equal(changed, first)
+    np.testing.assert_array_equal(changed, slow(x))
+    m.train()  # the mode is a public attribute: the hot entry is forgotten
+    assert m._hot is None
+    m(x, y)
+    m.eval()
+    trained = m(x).data
+    np.testing.assert_array_equal(trained, slow(x))
+    m.weight_copies = False
+    assert m._hot is None
+    np.testing.assert_allclose(m(x).data, trained, rtol=1e-5, atol=1e-6)
+
+
 class _Net696(model.Model):
     """The model of SINGA issue #696: forward, loss and optim as separate methods."""
 
