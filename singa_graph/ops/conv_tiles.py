@@ -12,11 +12,13 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from .. import host
 from ..errors import ShapeError, UnsupportedOpError
 from ._util import tiled, vector_block
 from .conv import Conv2d
 
-__all__ = ["Conv2dNHWC", "Conv2dDirect", "Conv2dDirectNHWC", "on_planes", "pointwise_nhwc"]
+__all__ = ["Conv2dNHWC", "Conv2dDirect", "Conv2dDirectNHWC", "on_planes", "pointwise_nhwc",
+           "stem_on_tiles"]
 
 
 class Conv2dNHWC(Conv2d):
@@ -113,6 +115,26 @@ PLANES_MAX_CHANNELS = 4
 PLANES_MAX_OUT_CHANNELS = 32
 
 
+#: windows of at least this many taps over few input channels (ResNet's and GoogLeNet's 7x7
+#: stems) run on Conv2dDirect's register tiles rather than the output-row tiles on
+#: processors with 32 vector registers (AVX-512), where the tiles hold 8 pixels by 32
+#: output channels. Batch 2, two threads, the step alone, AMD EPYC with AVX-512
+#: (2026-11-29), output-row tiles against register tiles: 3 -> 64 7x7 stride 2 at 64x64
+#: 291-296 against 217-239 us (onnxruntime 189), at 128x128 1148 against 847; batch 8
+#: 1149 against 834; 3 -> 32 148 against 119; 3 -> 96 432 against 358. 5x5 stems keep
+#: the output-row tiles (98 against 137 us)
+STEM_TILE_TAPS = 49
+
+
+def stem_on_tiles(op, w_shape, y_shape) -> bool:
+    """Whether a conv that :func:`on_planes` gives the output-row tiles runs on
+    Conv2dDirect's register tiles instead (:data:`STEM_TILE_TAPS`); the host's registers and
+    the shapes decide, so graph and eager runs choose alike."""
+    o, c, kh, kw = w_shape
+    return (kh * kw >= STEM_TILE_TAPS and c * kh * kw >= DIRECT_MIN_TERMS
+            and y_shape[2] * y_shape[3] <= DIRECT_MAX_PIXELS and host.vector_registers() >= 32)
+
+
 def on_planes(op, w_shape) -> bool:
     """Whether the Conv2d ``op`` with OIHW weight ``w_shape`` runs on the output-row tiles
     (shapes alone decide, so graph and eager runs choose alike)."""
@@ -198,7 +220,7 @@ class Conv2dDirect(Conv2d):
             return False
         if op.groups > 1:  # the other kernel runs a GEMM a group and sample: tiny ones
             return pixels <= DIRECT_GROUPED_MAX_PIXELS
-        if on_planes(op, w_shape):
+        if on_planes(op, w_shape) and not stem_on_tiles(op, w_shape, y_shape):
             return False  # the plain Conv2d kernel has tiles of its own for these
         if c * kh * kw < DIRECT_MIN_TERMS or pixels > DIRECT_MAX_PIXELS:
             return False

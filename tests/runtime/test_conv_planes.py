@@ -19,6 +19,16 @@ from helpers import conv_reference, graph_matches_eager
 f32 = np.float32
 
 
+@pytest.fixture(autouse=True)
+def _planes_take_the_seven_by_seven_stems(monkeypatch):
+    """With 32 vector registers the register tiles take 7x7 stems (ops.conv_tiles
+    .stem_on_tiles, tested in test_conv_tiles.py); these tests are about the output-row
+    tiles, so they run under the rule of 16-register processors wherever they run."""
+    from singa_graph import host
+
+    monkeypatch.setattr(host, "vector_registers", lambda: 16)
+
+
 def _chosen(x, w, s=2, p=1, d=1, algo="auto", dtype=f32):
     op = ops.Conv2d(s, p, d, 1, algo=algo)
     return conv_planes.chosen(op, x, w, op.output_shape(x, w), dtype)

@@ -92,6 +92,27 @@ def test_plain_conv_equals_the_inference_op_and_a_float64_reference(case):
                                atol=8 * eps * np.sqrt(c * k * k) * (np.abs(want).max() + 1))
 
 
+def test_seven_by_seven_stems_take_the_register_tiles_with_32_vector_registers(monkeypatch):
+    from singa_graph import host
+    from singa_graph.runtime.kernels.cpu import conv_planes
+
+    stem = ops.Conv2d(2, 3, act="relu")
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 3, 20, 20)).astype(f32)
+    w = (rng.standard_normal((40, 3, 7, 7)) / 12).astype(f32)
+    y = stem.output_shape(x.shape, w.shape)
+    want = run_step(ops.Conv2d(2, 3, act="relu", algo="direct"),
+                    [x.astype(np.float64), w.astype(np.float64)])
+    for registers, tiles in ((32, True), (16, False)):
+        monkeypatch.setattr(host, "vector_registers", lambda: registers)
+        assert conv_direct.chosen(stem, x.shape, w.shape, y, f32) is tiles
+        assert conv_planes.chosen(stem, x.shape, w.shape, y, f32) is not tiles
+        five = ops.Conv2d(2, 2)  # 5x5 stems keep the output-row tiles everywhere
+        assert conv_planes.chosen(five, x.shape, (40, 3, 5, 5), (2, 40, 10, 10), f32)
+        got = run_step(stem, [x, w])
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+
+
 def test_block_weight_lays_out_blocks_of_output_channels():
     w = np.arange(40 * 3 * 2 * 2, dtype=f32).reshape(40, 3, 2, 2)
     wb = np.full(Conv2dDirect.blocked_shape(w.shape, f32), np.nan, f32)

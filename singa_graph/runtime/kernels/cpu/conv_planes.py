@@ -20,7 +20,7 @@ slice of planned workspace.
 from numba import int64, njit, prange
 
 from ....ops._util import tiled
-from ....ops.conv_tiles import on_planes
+from ....ops.conv_tiles import on_planes, stem_on_tiles
 from ....runtime import threads
 from ...registry import carve, carved_bytes
 from .depthwise_loops import fill_phases, phase_planes, phases
@@ -39,10 +39,12 @@ BLOCK, ROWS = 4, (2 if simd.REGISTERS >= 32 else 1)
 def chosen(op, x_shape, w_shape, y_shape, dtype) -> bool:
     """Whether the plain Conv2d ``op`` runs here: a 2-d float32 conv (float64 ones run
     im2col + GEMM: :func:`~singa_graph.ops._util.tiled`) that
-    :func:`~singa_graph.ops.conv_tiles.on_planes` gives these tiles. Shapes and dtype alone
-    decide, so graph and eager runs choose alike."""
+    :func:`~singa_graph.ops.conv_tiles.on_planes` gives these tiles, but for the stems
+    that :func:`~singa_graph.ops.conv_tiles.stem_on_tiles` gives the register tiles.
+    Shapes and dtype alone decide, so graph and eager runs choose alike."""
     return (len(x_shape) == 4 and len(w_shape) == 4 and on_planes(op, w_shape) and tiled(dtype)
-            and getattr(op, "algo", "auto") == "auto")
+            and getattr(op, "algo", "auto") == "auto"
+            and not stem_on_tiles(op, w_shape, y_shape))
 
 
 def _plan(op, x_shape, w_shape, y_shape):
