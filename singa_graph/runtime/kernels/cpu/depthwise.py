@@ -26,7 +26,7 @@ from . import depthwise_channels_last as last
 from . import depthwise_dots
 from . import depthwise_loops as loops
 from .epilogue import NONE, RELU, act_args, act_code
-from .loops import bound, flat_view
+from .loops import bound, flat_view, pick
 
 # Input channels per group up to which convs run on the direct kernels. Only depthwise
 # (1) has been measured against im2col + GEMM per group so far; the kernels are correct
@@ -186,7 +186,7 @@ def conv2d(op, ins, outs, ws):
         args = (flat_view(x), flat_view(w), y3, bias, has_bias, relu, plan[0], plan[1],
                 res3, has_res, act, alpha, beta, k, wt, scratch, parts, per_sample, False,
                 False)
-        return bound(last.forward, *args)
+        return bound(pick(last.FORWARD, y.size * w.shape[2] * w.shape[3]), *args)
     (scratch,) = carve(ws, _spec(plan, y.dtype))
     # the inference passes' epilogue (residual add, activation; the bias is already in) runs
     # in each thread's part once its planes are done: run after the whole conv on the
@@ -223,7 +223,7 @@ def conv2d_grad_input(op, ins, outs, ws):
         args = (flat_view(dy), flat_view(w), dx3, flat_view(w)[:0], False, False, geo, dims,
                 dx3, False, NONE, alpha, beta, k, wt, scratch, parts, per_sample, flip,
                 adjoint)
-        return bound(last.forward, *args)
+        return bound(pick(last.FORWARD, dx.size * w.shape[2] * w.shape[3]), *args)
     (scratch,) = carve(ws, _spec(plan, dx.dtype))
     if kind == "dx":
         # dx[iy, ix] = sum_{i,j} w[i, j] dy[iy + pt - i*dh, ix + pl - j*dw]: a correlation

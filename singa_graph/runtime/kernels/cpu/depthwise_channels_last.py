@@ -23,6 +23,7 @@ from numba import njit, prange, uintp
 
 from . import simd
 from .epilogue import conv_epilogue
+from .loops import loops
 from .simd_transpose import planes4_to_rows, rows_to_planes4, transpose8
 
 
@@ -265,7 +266,6 @@ def tiled_taps(y, x, wt, wc, w0, bias, bias0, has_bias, geo, dims, n, c0, c1):
                 ox += r
 
 
-@njit(cache=True, nogil=True, parallel=True)
 def forward(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha, beta,
             consts, wt, ws, parts, per_sample, flip, adjoint):
     """``y = act(depthwise_conv(x, w) + bias + res)`` for ``groups == C == O``.
@@ -289,6 +289,14 @@ def forward(x, w, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha
             n, c0, c1 = unit_channels(u, per_sample, c_)
             _unit(x, y3, bias, has_bias, relu, geo, dims, res3, has_res, act, alpha,
                   beta, consts, wt, ws[t], n, c0, c1, adjoint)
+
+
+#: :func:`forward`'s serial and parallel versions (loops.pick chooses by multiply-adds): on
+#: the 2x2 to 8x8 planes of shufflenet's NCHW depthwise convs (a few thousand multiply-adds)
+#: the parallel loop's start cost more than the convolution, batch 2 (2026-11-29, AMD EPYC
+#: with AVX-512): 48 channels at 4x4 6.9 -> 4.4 us, 96 at 2x2 6.5 -> 3.8, 576 at 2x2
+#: 9.7 -> 8.4; 144 at 8x8 (166K multiply-adds) stays parallel (14.8 against 18.9)
+FORWARD = loops(forward, nogil=True)
 
 
 @njit(cache=True, nogil=True, inline="always")
