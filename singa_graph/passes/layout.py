@@ -219,14 +219,17 @@ def _chains(graph, kinds, uses) -> set:
 #: (conv_channels_last.TILE_ROWS) beat the dot products on it: mnasnet0_5's 160 -> 1280 at 2x2
 #: 25 -> 20 us, 96 -> 576 11 -> 8
 FEW_PIXELS = 16
-#: ... except over at most this many pixels where the conv widens its channels (a
-#: squeeze-and-excitation block's expanding conv at 1x1): its dot products are shorter
-#: than its outputs are many, and each output's sum ends in a reduction across a vector
-#: that costs as much as the products; the tiles have none, and hold a ``(C, O)`` copy.
-#: One thread, AMD EPYC, 2026-11-29, dots against tiles: 2 x 144 -> 576 20.6 against 11.2
-#: us, 4 x 144 -> 576 26.3 / 13.7, 2 x 72 -> 288 6.3 / 4.2; narrowing, 2 x 576 -> 144
-#: 6.1 / 10.7; over 8 and 16 pixels both even
-WIDENING_TILE_PIXELS = 4
+#: ... except where the conv widens its channels over at most this many pixels (all of
+#: FEW_PIXELS): its dot products are shorter than its outputs are many, and each output's
+#: sum ends in a reduction across a vector that costs as much as the products; the tiles
+#: have none, and hold a ``(C, O)`` copy. Narrowing convs keep the dot products: one
+#: thread, AMD EPYC (AVX2), 2026-11-29, dots against tiles: 2 x 144 -> 576 20.6 against
+#: 11.2 us, 2 x 576 -> 144 6.1 / 10.7. Two threads, AMD EPYC with AVX-512, the same day,
+#: widening over 4 to 16 pixels (the last stages of ONNX-exported mobile nets, whose
+#: weights come with their BatchNorms folded, so no fold holds them for free): 8 x 96 ->
+#: 576 10.6 against 8.2 us, 8 x 160 -> 1280 26.2 / 20.8, 16 x 160 -> 1280 59.7 / 34.7, 8
+#: x 320 -> 1280 66.0 / 37.4; narrowing ones even (8 x 576 -> 96 8.1 / 7.5)
+WIDENING_TILE_PIXELS = FEW_PIXELS
 
 
 def _pixels(x_shape) -> int:

@@ -107,6 +107,37 @@ def test_squeeze_excite_convs_hold_the_layout_their_kernel_is_fastest_on():
     assert 2 <= WIDENING_TILE_PIXELS and se == {8: "OIHW", 48: "HWIO"}
 
 
+def test_widening_pointwise_convs_over_few_pixels_hold_a_copy_for_the_tiles():
+    """Over up to layout.FEW_PIXELS pixels (batch 2 at 2x2: an ONNX-exported mobile net's
+    last stage, its weights not BatchNorm folds) a widening conv holds an HWIO copy, a
+    narrowing one reads its OIHW weight as the dot products' operand; both match the
+    unoptimised graph."""
+    from singa_graph.passes.layout import FEW_PIXELS
+
+    def build():
+        rng = np.random.default_rng(7)
+
+        def c(*shape):
+            return _t((rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:])))
+                      .astype(np.float32))
+
+        x = Placeholder((2, 16, 2, 2), name="x")
+        y = ops.relu(ops.conv2d(x, c(16, 1, 3, 3), c(16), 1, 1, groups=16))
+        y = ops.relu(ops.conv2d(y, c(96, 16, 1, 1), c(96)))   # widening
+        y = ops.relu(ops.conv2d(y, c(96, 1, 3, 3), c(96), 1, 1, groups=96))
+        y = ops.conv2d(y, c(24, 96, 1, 1), c(24))              # narrowing
+        return Graph([ops.mean(y, axis=(2, 3))], inputs=[x])
+
+    assert 2 * 2 * 2 <= FEW_PIXELS
+    plan, plan0 = compile(build()), compile(build(), fuse=False)
+    layouts = {n.outputs[0].shape[3]: n.op.weight_layout for n in plan.graph.nodes
+               if n.type == "Conv2dNHWC" and n.op.groups == 1}
+    assert layouts == {96: "HWIO", 24: "OIHW"}
+    x = np.random.default_rng(8).standard_normal((2, 16, 2, 2)).astype(np.float32)
+    (y,), (y0,) = plan.run([x]), plan0.run([x])
+    np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
+
+
 def test_float64_chains_stay_nchw():
     # the channels-last kernels are float32's (ops._util.tiled): a float64 plan keeps NCHW
     # and runs the plane loops and GEMMs, to float64's rounding
