@@ -68,16 +68,22 @@ def test_converted_plan_matches_the_unoptimised_graph():
         np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
 
 
+def _weights(seed):
+    """``c(*shape)``: a float32 constant Tensor of ``shape``, scaled by its fan-in, drawn
+    from one seeded stream (so that two builds of a graph get the same weights)."""
+    rng = np.random.default_rng(seed)
+
+    def c(*shape):
+        return _t((rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:])))
+                  .astype(np.float32))
+    return c
+
+
 def test_a_mean_over_the_planes_reads_the_chain_channels_last():
     """MnasNet ends its chain with ``x.mean([2, 3])``: an ``(N, C)`` result that needs no
     transpose out of the chain."""
     def build():
-        rng = np.random.default_rng(5)
-
-        def c(*shape):
-            return _t((rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:])))
-                      .astype(np.float32))
-
+        c = _weights(5)
         x = Placeholder((2, 8, 6, 6), name="x")
         y = ops.relu(ops.conv2d(x, c(8, 1, 3, 3), c(8), 1, 1, groups=8))
         y = ops.relu(ops.conv2d(y, c(32, 8, 1, 1), c(32)))
@@ -115,12 +121,7 @@ def test_widening_pointwise_convs_over_few_pixels_hold_a_copy_for_the_tiles():
     from singa_graph.passes.layout import FEW_PIXELS
 
     def build():
-        rng = np.random.default_rng(7)
-
-        def c(*shape):
-            return _t((rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:])))
-                      .astype(np.float32))
-
+        c = _weights(7)
         x = Placeholder((2, 16, 2, 2), name="x")
         y = ops.relu(ops.conv2d(x, c(16, 1, 3, 3), c(16), 1, 1, groups=16))
         y = ops.relu(ops.conv2d(y, c(96, 16, 1, 1), c(96)))   # widening
