@@ -61,6 +61,13 @@ def _matches(signature, args) -> bool:
     return True
 
 
+def _results(outs, kind):
+    """A plan's fetched arrays as the method's return value: one Tensor, or ``kind`` (the
+    tuple or list type the traced method returned) of them."""
+    res = [Tensor(data=o, requires_grad=False) for o in outs]
+    return res[0] if kind is None else kind(res)
+
+
 def _input_dtype(a) -> np.dtype:
     """numpy's default float64 data feeds float32 models, as in SINGA's from_numpy."""
     return np.dtype(np.float32) if a.dtype == np.float64 else a.dtype
@@ -215,9 +222,7 @@ class Model(Layer):
         plan.refresh_folded(self._state_version)
         outs = plan.run(args)
         self._last_plan = plan
-        device = plan.device
-        res = [Tensor.holding(o, device) for o in outs]
-        return res[0] if kind is None else kind(res)
+        return _results(outs, kind)
 
     def _remember_hot(self, args, entry) -> None:
         """Keep ``entry`` for :meth:`_run_hot` after an inference call on numpy arrays by a
@@ -293,8 +298,7 @@ class Model(Layer):
             o.step()
         self._last_plan = plan
         self._remember_hot(args, entry)
-        res = [Tensor(data=o, requires_grad=False) for o in outs]
-        return res[0] if kind is None else kind(res)
+        return _results(outs, kind)
 
     @_locked
     def plan_for(self, *args):

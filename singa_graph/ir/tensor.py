@@ -102,23 +102,6 @@ class Tensor(SingaTensorMethods):
         t.name = name or f"t{next(_names)}"
         return t
 
-    @classmethod
-    def holding(cls, array, device):
-        """A tensor over ``array`` as it is, with no conversion or copy: for the arrays a
-        compiled plan returns, whose dtypes are the graph's already (a Model's inference
-        results; the constructor's checks cost a few microseconds a call there)."""
-        t = cls.__new__(cls)
-        t.device = device
-        t.shape = array.shape
-        t.dtype = array.dtype
-        t._data = array
-        t.writes = 1  # as the constructor's assignment of ``data`` counts
-        t.creator = None
-        t.stores_grad = False
-        t.requires_grad = False
-        t.name = f"t{next(_names)}"
-        return t
-
     # ------------------------------------------------------------------ data
     @property
     def data(self):
