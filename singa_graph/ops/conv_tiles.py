@@ -145,16 +145,16 @@ def on_planes(op, w_shape) -> bool:
 
 class Conv2dDirect(Conv2d):
     """:class:`Conv2d` on NCHW activations whose weight is held in blocks of ``B`` output
-    channels, ``(ceil(O/B), kh, kw, S, B)``, ``B`` the float32 values of a vector
-    register (16 with AVX-512, 8 with AVX2), the last block filled up with zeros
-    (``out_channels`` is ``O``): its kernel keeps tiles of output pixels by output channels in vector registers and
-    reads a tap's weights for ``B`` output channels as one vector, each block's weights as
-    one contiguous run, with no im2col. ``S`` is ``C`` for one group. Grouped convs (of
+    channels, ``(ceil(O/B), kh, kw, S, B)``, ``B`` the float32 values of a vector register
+    (16 with AVX-512, 8 with AVX2), the last block filled up with zeros (``out_channels`` is
+    ``O``): its kernel keeps tiles of output pixels by output channels in vector registers
+    and reads a tap's weights for ``B`` output channels as one vector, each block's weights
+    as one contiguous run, with no im2col. ``S`` is ``C`` for one group. Grouped convs (of
     more than one input channel a group: RegNet's, ResNeXt's) read ``S`` =
-    :meth:`group_span` input channels a block, from channel :meth:`group_start` of
-    the block's first output channel on: the ``B`` lanes' groups side by side, each lane's
-    weights zero outside its group, so that one vector of weights still serves a tap.
-    Made by :mod:`singa_graph.passes.direct` in CPU inference plans; float32 only
+    :meth:`group_span` input channels a block, from channel :meth:`group_start` of the
+    block's first output channel on: the ``B`` lanes' groups side by side, each lane's
+    weights zero outside its group, so that one vector of weights still serves a tap. Made
+    by :mod:`singa_graph.passes.direct` in CPU inference plans; float32 only
     (:func:`~singa_graph.ops._util.tiled`); inference only: no gradient."""
 
     differentiable = False

@@ -212,24 +212,22 @@ def _chains(graph, kinds, uses) -> set:
 
 
 #: pointwise convs over at most this many pixels (batch included) whose weight is not a
-#: BatchNorm fold keep it as ``(O, C, 1, 1)`` rather than hold a copy: their kernel
-#: multiplies its rows with the pixels (as the NCHW kernel does over few columns), where a
-#: GEMM over so few rows ran 2-3x slower (mobilenet_v2 at 2x2, batch 2: 960 -> 320
-#: channels 140 us against 41). A fold is held ``(C, O)`` for free, and the register tiles
-#: (conv_channels_last.TILE_ROWS) beat the dot products on it: mnasnet0_5's 160 -> 1280 at 2x2
-#: 25 -> 20 us, 96 -> 576 11 -> 8
+#: BatchNorm fold and that do not widen their channels keep it as ``(O, C, 1, 1)`` rather
+#: than hold a copy: their kernel multiplies its rows with the pixels (as the NCHW kernel
+#: does over few columns), where a GEMM over so few rows ran 2-3x slower (mobilenet_v2 at
+#: 2x2, batch 2: 960 -> 320 channels 140 us against 41). A fold is held ``(C, O)`` for
+#: free, and the register tiles (conv_channels_last.TILE_ROWS) beat the dot products on
+#: it: mnasnet0_5's 160 -> 1280 at 2x2 25 -> 20 us, 96 -> 576 11 -> 8. A widening conv
+#: holds a ``(C, O)`` copy for the tiles: its dot products are shorter than its outputs are
+#: many, and each output's sum ends in a reduction across a vector that costs as much as
+#: the products; the tiles have none. One thread, AMD EPYC (AVX2), 2026-11-29, dots
+#: against tiles: 2 x 144 -> 576 20.6 against 11.2 us, narrowing 2 x 576 -> 144 6.1 /
+#: 10.7. Two threads, AMD EPYC with AVX-512, the same day, widening over 4 to 16 pixels
+#: (the last stages of ONNX-exported mobile nets, whose weights come with their BatchNorms
+#: folded, so no fold holds them for free): 8 x 96 -> 576 10.6 against 8.2 us, 8 x 160 ->
+#: 1280 26.2 / 20.8, 16 x 160 -> 1280 59.7 / 34.7, 8 x 320 -> 1280 66.0 / 37.4; narrowing
+#: ones even (8 x 576 -> 96 8.1 / 7.5)
 FEW_PIXELS = 16
-#: ... except where the conv widens its channels over at most this many pixels (all of
-#: FEW_PIXELS): its dot products are shorter than its outputs are many, and each output's
-#: sum ends in a reduction across a vector that costs as much as the products; the tiles
-#: have none, and hold a ``(C, O)`` copy. Narrowing convs keep the dot products: one
-#: thread, AMD EPYC (AVX2), 2026-11-29, dots against tiles: 2 x 144 -> 576 20.6 against
-#: 11.2 us, 2 x 576 -> 144 6.1 / 10.7. Two threads, AMD EPYC with AVX-512, the same day,
-#: widening over 4 to 16 pixels (the last stages of ONNX-exported mobile nets, whose
-#: weights come with their BatchNorms folded, so no fold holds them for free): 8 x 96 ->
-#: 576 10.6 against 8.2 us, 8 x 160 -> 1280 26.2 / 20.8, 16 x 160 -> 1280 59.7 / 34.7, 8
-#: x 320 -> 1280 66.0 / 37.4; narrowing ones even (8 x 576 -> 96 8.1 / 7.5)
-WIDENING_TILE_PIXELS = FEW_PIXELS
 
 
 def _pixels(x_shape) -> int:
@@ -241,11 +239,11 @@ def _weight_as_is(n, kind, held) -> bool:
     """Whether conv ``n`` of ``kind`` reads its OIHW weight as it is in the channels-last
     chain: a pointwise conv over few pixels (its rows are the dot products' operand),
     unless its weight is a folded BatchNorm's, held in HWIO for free (``held.free``), or it
-    widens its channels over at most :data:`WIDENING_TILE_PIXELS` pixels."""
+    widens its channels (:data:`FEW_PIXELS`)."""
     pixels, w = _pixels(n.inputs[0].shape), n.inputs[1]
     if kind != "pointwise" or pixels > FEW_PIXELS or held.free(w):
         return False
-    return not (pixels <= WIDENING_TILE_PIXELS and w.shape[1] < w.shape[0])
+    return w.shape[1] >= w.shape[0]
 
 
 # ---------------------------------------------------------------------- rewriting

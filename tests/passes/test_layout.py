@@ -102,15 +102,15 @@ def test_a_mean_over_the_planes_reads_the_chain_channels_last():
 
 
 def test_squeeze_excite_convs_hold_the_layout_their_kernel_is_fastest_on():
-    """Over at most layout.WIDENING_TILE_PIXELS pixels a widening pointwise conv holds an
+    """Over at most layout.FEW_PIXELS pixels a widening pointwise conv holds an
     HWIO copy for the register tiles; a narrowing one keeps its OIHW weight for the dot
     products."""
-    from singa_graph.passes.layout import WIDENING_TILE_PIXELS
+    from singa_graph.passes.layout import FEW_PIXELS
 
     plan = compile(_mobile_block()())
     se = {n.outputs[0].shape[3]: n.op.weight_layout for n in plan.graph.nodes
           if n.type == "Conv2dNHWC" and n.inputs[0].shape[1:3] == (1, 1)}
-    assert 2 <= WIDENING_TILE_PIXELS and se == {8: "OIHW", 48: "HWIO"}
+    assert 2 <= FEW_PIXELS and se == {8: "OIHW", 48: "HWIO"}
 
 
 def test_widening_pointwise_convs_over_few_pixels_hold_a_copy_for_the_tiles():

@@ -329,13 +329,13 @@ def _step(op, ins, w, y, scratch, group, parts, blocks, forward=_FORWARD):
 #: faster than Winograd, 256 tiles even) ...
 WINOGRAD_TILES = 512
 #: ... and from 32 channels, from this many tiles or ``O*C/512``, whichever is more. Batch
-#: 2-32, two threads, interleaved in one process (AMD EPYC, AVX2, 2026-11-29), Winograd's
-#: time over the tiles' (their weight blocked every call, as here): 32 -> 32 at 64 tiles
-#: 0.89-0.96, at 128 0.76-0.83; 64 -> 64 at 32 tiles 0.86-0.89, at 64 0.67-0.68, at 128
-#: 0.58-0.61; 128 -> 128 at 32 tiles 0.97-1.03, at 64 0.73, at 128 0.55-0.72; 64 <-> 128 at
-#: 64 tiles 0.63-0.80; 256 -> 256 at 64 tiles 1.21-1.29 (its weight transform is 16x
-#: 64 -> 64's), at 128 0.62-0.91. (The rule before, 512 tiles everywhere, came from one
-#: measurement before Winograd's transforms were vectorised over channels.)
+#: 2-32, two threads, interleaved in one process (AMD EPYC with AVX-512, 2026-11-29),
+#: Winograd's time over the tiles' (their weight blocked every call, as here): 32 -> 32 at
+#: 64 tiles 0.89-0.96, at 128 0.76-0.83; 64 -> 64 at 32 tiles 0.86-0.89, at 64 0.67-0.68,
+#: at 128 0.58-0.61; 128 -> 128 at 32 tiles 0.97-1.03, at 64 0.73, at 128 0.55-0.72; 64
+#: <-> 128 at 64 tiles 0.63-0.80; 256 -> 256 at 64 tiles 1.21-1.29 (its weight transform
+#: is 16x 64 -> 64's), at 128 0.62-0.91. (The rule before, 512 tiles everywhere, came from
+#: one measurement before Winograd's transforms were vectorised over channels.)
 WINOGRAD_MIN_TILES = 64
 
 
