@@ -34,7 +34,8 @@ onnxruntime keeps them channel-blocked:
 Stride-1 depthwise convs on large planes with few channels (:data:`PLANE_PIXELS`,
 :data:`PLANE_MAX_CHANNELS`) stay NCHW on AVX-512 processors: the plane-by-plane kernel is
 faster there, and where such a conv comes first (after a stem) the chain simply starts
-behind it.
+behind it. So do pointwise convs on large planes with few input and output channels
+(:data:`NARROW_PIXELS`, :data:`NARROW_TERMS`).
 
 A chain is converted only when it holds a dense conv, or both a depthwise and a
 pointwise conv, and at least as many depthwise and dense convs as transposes at its ends:
@@ -96,7 +97,9 @@ def _kind(n) -> str | None:
         if pointwise_nhwc(n.op, w.shape):
             streamed = (x.shape[0] * x.shape[2] * x.shape[3] <= STREAM_ROWS
                         and w.nbytes >= STREAM_WEIGHT_BYTES)
-            return "dense" if streamed else "pointwise"
+            if streamed:
+                return "dense"
+            return None if _narrow_on_planes(x.shape, w.shape) else "pointwise"
         return None if _planes_win(n.op, x.shape) else "depthwise"
     if n.type == "GlobalAveragePool" or (n.type == "Mean" and n.op.keepdims
                                          and tuple(n.op.axes or ()) == (2, 3)):
@@ -141,6 +144,23 @@ def _spatial_mean(n) -> bool:
 #: (mobilenet_v2), the transpose the chain then starts with costing the same as the one it
 #: saved; there every depthwise conv joins its chain.
 PLANE_PIXELS, PLANE_MAX_CHANNELS = 256, 48
+
+
+#: pointwise convs over at least this many pixels (batch included) with at most
+#: NARROW_TERMS input times output channels stay NCHW on processors with 64-byte vectors,
+#: and a chain starts behind them. Channels-last, such a conv gives each pixel a part of one
+#: vector of outputs and a handful of terms, so the register tiles spend their time
+#: starting and storing tiles; in NCHW its pixels fill the vectors. mnasnet0_5's first
+#: pointwise convs, batch 2 at 32x32, AMD EPYC with AVX-512 (2026-11-29), one thread: 16 ->
+#: 8 27.8 against 9.8 us, 8 -> 24 32.1 / 19.4, the transpose into the chain then on 24
+#: channels 11.6 against 5.4 on 16 (65 -> 41 us in all; two threads 38 -> 31). 32 -> 16
+#: (mobilenet_v2, 512 terms) was even, so it joins its chain.
+NARROW_PIXELS, NARROW_TERMS = 1024, 256
+
+
+def _narrow_on_planes(x_shape, w_shape) -> bool:
+    return (_pixels(x_shape) >= NARROW_PIXELS and w_shape[0] * w_shape[1] <= NARROW_TERMS
+            and host.vector_bytes() >= 64)
 
 
 def _dense(op, w_shape, y_shape) -> bool:

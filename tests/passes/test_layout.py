@@ -169,6 +169,41 @@ def test_large_plane_depthwise_convs_with_few_channels_stay_nchw(vector_bytes, m
         np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
 
 
+@pytest.mark.parametrize("vector_bytes", [64, 32])
+def test_narrow_pointwise_convs_on_large_planes_stay_nchw(vector_bytes, monkeypatch):
+    # MnasNet's first pointwise convs, 16 -> 8 and 8 -> 24 channels over 2 x 32 x 32
+    # pixels: on AVX-512 they stay NCHW and the chain starts behind them, at the strided
+    # depthwise conv; the 24 -> 32 one after it (8 x 8 planes) joins the chain either way
+    monkeypatch.setattr(host, "vector_bytes", lambda: vector_bytes)
+
+    def build():
+        rng = np.random.default_rng(6)
+
+        def c(*shape):
+            return _t((rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:])))
+                      .astype(np.float32))
+
+        x = Placeholder((2, 16, 32, 32), dtype=np.float32, name="x")
+        y = ops.conv2d(x, c(8, 16, 1, 1), c(8))
+        y = ops.relu(ops.conv2d(y, c(24, 8, 1, 1), c(24)))
+        y = ops.relu(ops.conv2d(y, c(24, 1, 3, 3), c(24), 2, 1, groups=24))
+        y = ops.conv2d(ops.conv2d(y, c(32, 24, 1, 1), c(32)), c(32, 1, 3, 3), c(32), 2, 1,
+                       groups=32)
+        return Graph([ops.flatten(ops.global_average_pool(y))], inputs=[x])
+
+    plan, plan0 = compile(build()), compile(build(), fuse=False)
+    types = [n.type for n in plan.graph.nodes]
+    narrow = vector_bytes == 64
+    assert types.count("Conv2d") == 2 * narrow, types
+    assert types.count("Conv2dNHWC") == 5 - 2 * narrow, types
+    # the chain's one transpose: in front of the 8 -> 24 conv, or of the 16 -> 8 one
+    (t,) = [n for n in plan.graph.nodes if n.type == "Transpose"]
+    assert t.inputs[0].shape[1] == (24 if narrow else 16)
+    x = np.random.default_rng(7).standard_normal((2, 16, 32, 32)).astype(np.float32)
+    (y,), (y0,) = plan.run([x]), plan0.run([x])
+    np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
+
+
 def test_chains_without_depthwise_convs_stay_nchw():
     plan = compile(_mobile_block(depthwise=False)())
     assert not any(n.type == "Conv2dNHWC" for n in plan.graph.nodes)
