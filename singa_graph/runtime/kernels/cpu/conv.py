@@ -18,8 +18,8 @@ import numpy as np
 
 from ....runtime import threads
 from ...registry import carve, carved_bytes, kernel
-from . import blas, conv_direct, conv_loops as loops, conv_planes, depthwise, pointwise, \
-    winograd, winograd_grad_weight
+from . import blas, conv_direct, conv_direct_grad_weight, conv_loops as loops, conv_planes, \
+    depthwise, pointwise, winograd, winograd_grad_weight
 from .epilogue import epilogue_args
 from .loops import bound
 
@@ -229,6 +229,8 @@ def _grad_weight_ws(op, ins, outs):
     stacked = _stacked_specs(gm)
     if stacked is not None:
         return carved_bytes(*stacked)
+    if conv_direct_grad_weight.chosen(op, x.shape, dw.shape, dw.dtype):
+        return conv_direct_grad_weight.workspace(op, ins, outs)
     return carved_bytes(*_grad_weight_specs(gm))
 
 
@@ -248,6 +250,8 @@ def conv2d_grad_weight(op, ins, outs, ws):
         args = (dy3, x, x3, dw3, cols, dys, gm.geo, gm.ho, gm.wo, gm.pointwise, parts,
                 blas.HANDLE)
         return bound(loops.grad_weight_stacked, *args)
+    if conv_direct_grad_weight.chosen(op, x.shape, dw.shape, dw.dtype):
+        return conv_direct_grad_weight.grad_weight_step(op, ins, outs, ws)
     cols, acc = carve(ws, *_grad_weight_specs(gm))
     args = (dy3, x, x3, dw3, cols, acc, gm.geo, gm.ho, gm.wo, gm.pointwise, gm.parts,
             blas.HANDLE)
