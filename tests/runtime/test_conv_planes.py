@@ -42,12 +42,27 @@ def test_which_convs_take_the_output_row_tiles():
     assert not _chosen((2, 3, 64, 64), (32, 3, 3, 3), dtype=np.float64)  # ops._util.tiled
     assert not _chosen((2, 3, 64, 64), (64, 3, 3, 3), p=0)      # squeezenet's: GEMM rows
     assert not _chosen((2, 3, 64, 64), (96, 3, 4, 4), s=4, p=0)  # stride 4
-    assert not _chosen((2, 8, 64, 64), (32, 8, 3, 3))           # 8 channels
+    assert not _chosen((2, 8, 64, 64), (32, 8, 3, 3), s=1)      # 8 channels, stride 1
     assert not _chosen((2, 3, 64, 64), (32, 3, 3, 3), algo="direct")
     assert not _chosen((2, 3, 64, 64), (32, 3, 3, 3), dtype=np.float16)
     op = ops.Conv2d(2, 3)  # the inference pass leaves them to the plain Conv2d
     assert on_planes(op, (64, 3, 7, 7))
     assert not Conv2dDirect.wins(op, (2, 3, 64, 64), (64, 3, 7, 7), (2, 64, 32, 32), f32)
+
+
+@pytest.mark.parametrize("vector_bytes", [64, 32])
+def test_stride_two_convs_onto_whole_vectors_of_16_take_the_tiles_on_avx512(
+        vector_bytes, monkeypatch):
+    from singa_graph import host
+
+    monkeypatch.setattr(host, "vector_bytes", lambda: vector_bytes)
+    wide = vector_bytes == 64
+    assert _chosen((2, 8, 64, 64), (32, 8, 3, 3)) is wide       # rows of 32
+    assert _chosen((32, 16, 32, 32), (32, 16, 3, 3)) is wide    # the bench ResNet's: 16
+    assert not _chosen((32, 32, 16, 16), (64, 32, 3, 3))        # rows of 8
+    assert not _chosen((8, 64, 56, 56), (128, 64, 3, 3))        # rows of 28
+    assert not _chosen((8, 64, 32, 32), (128, 64, 1, 1), p=0)   # a 1x1 shortcut
+    assert not _chosen((32, 16, 32, 32), (32, 16, 3, 3), algo="direct")
 
 
 def _run(op, ins, threads=None):
@@ -72,11 +87,21 @@ CASES = [  # n, c, h, w, o, k, stride, pads, dilation, bias, residual, act
     (1, 1, 20, 9, 8, 5, 1, (2, 0, 1, 2), 1, True, True, "hardswish"),  # uneven padding
     (2, 4, 23, 41, 6, 3, 2, (0, 1, 2, 0), 1, False, False, "silu"),   # odd, uneven
     (2, 2, 17, 17, 16, 3, 1, (2, 2, 2, 2), 2, True, False, ""),       # dilation 2
+    (3, 24, 32, 32, 20, 3, 2, (1, 1, 1, 1), 1, True, True, "relu"),   # whole rows of 16
 ]
 
 
+@pytest.fixture
+def _avx512_rules(monkeypatch):
+    """The choices of a processor with AVX-512 (the kernels keep the machine's vectors,
+    and are correct either way)."""
+    from singa_graph import host
+
+    monkeypatch.setattr(host, "vector_bytes", lambda: 64)
+
+
 @pytest.mark.parametrize("case", CASES)
-def test_every_output_matches_a_float64_sum_on_one_thread_and_two(case):
+def test_every_output_matches_a_float64_sum_on_one_thread_and_two(case, _avx512_rules):
     n, c, h, wd, o, k, s, pads, d, has_b, has_res, act = case
     dtype = f32
     rng = np.random.default_rng(sum(case[:7]))

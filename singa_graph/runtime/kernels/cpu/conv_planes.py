@@ -1,5 +1,6 @@
-"""Dense convolutions over few input channels (an image's three: every CNN's stem), on
-tiles along the NCHW output rows.
+"""Dense convolutions over few input channels (an image's three: every CNN's stem), and
+stride-2 convolutions whose output rows are whole vectors (:func:`_whole_rows`), on tiles
+along the NCHW output rows.
 
 The other kernels spend their fixed costs well only where each output sums many terms:
 im2col copies the input ``kh*kw`` times for a GEMM of ``C*kh*kw = 27`` rows, and
@@ -17,7 +18,10 @@ the tile and the thread: graph and eager runs, which both choose by shapes alone
 channels)`` pairs; each holds one sample's phase planes (``C*s*s*Hq*Wq`` values) in its
 slice of planned workspace.
 """
+import numpy as np
 from numba import int64, njit, prange
+
+from .... import host
 
 from ....ops._util import tiled
 from ....ops.conv_tiles import on_planes, stem_on_tiles
@@ -40,11 +44,31 @@ def chosen(op, x_shape, w_shape, y_shape, dtype) -> bool:
     """Whether the plain Conv2d ``op`` runs here: a 2-d float32 conv (float64 ones run
     im2col + GEMM: :func:`~singa_graph.ops._util.tiled`) that
     :func:`~singa_graph.ops.conv_tiles.on_planes` gives these tiles, but for the stems
-    that :func:`~singa_graph.ops.conv_tiles.stem_on_tiles` gives the register tiles.
-    Shapes and dtype alone decide, so graph and eager runs choose alike."""
-    return (len(x_shape) == 4 and len(w_shape) == 4 and on_planes(op, w_shape) and tiled(dtype)
-            and getattr(op, "algo", "auto") == "auto"
-            and not stem_on_tiles(op, w_shape, y_shape))
+    that :func:`~singa_graph.ops.conv_tiles.stem_on_tiles` gives the register tiles, or a
+    stride-2 conv whose output rows are whole vectors (:func:`_whole_rows`). Shapes and
+    dtype alone decide, so graph and eager runs choose alike."""
+    if not (len(x_shape) == 4 and len(w_shape) == 4 and tiled(dtype)
+            and getattr(op, "algo", "auto") == "auto"):
+        return False
+    if on_planes(op, w_shape):
+        return not stem_on_tiles(op, w_shape, y_shape)
+    return _whole_rows(op, w_shape, y_shape, dtype)
+
+
+def _whole_rows(op, w_shape, y_shape, dtype) -> bool:
+    """Stride-2 convs whose output rows are whole vectors run here whatever their
+    channels: conv_direct.py's tiles of pixels by output channels gather every other input
+    pixel and transpose their sums into planes, where these tiles read each tap's row of
+    the phase planes as vectors and store their sums in place. Two threads, AMD EPYC with
+    AVX-512 (2026-11-29), against the register tiles: 16 -> 32 at 32x32, batch 32, 625 ->
+    478 us (oneDNN 446); 64 -> 128 at 32x32, batch 8, 1622 -> 1471; 32 -> 64 at 64x64
+    1828 -> 1496; 16 -> 16 at 32x32 103 -> 72. Rows of part of a vector lose: 16x16 to 8x8
+    1.6x slower, 28x28 to 14x14 1.15x, 56x56 to 28x28 (a vector and 12) 1.13x. Measured
+    with AVX-512's 16 lanes only: processors with narrower vectors keep the register
+    tiles."""
+    lanes = host.vector_bytes() // np.dtype(dtype).itemsize
+    return (host.vector_bytes() >= 64 and op.groups == 1 and op.stride == (2, 2)
+            and w_shape[2] * w_shape[3] > 1 and y_shape[3] % lanes == 0)
 
 
 def _plan(op, x_shape, w_shape, y_shape):
