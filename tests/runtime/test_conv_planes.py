@@ -63,6 +63,32 @@ def test_stride_two_convs_onto_whole_vectors_of_16_take_the_tiles_on_avx512(
     assert not _chosen((8, 64, 56, 56), (128, 64, 3, 3))        # rows of 28
     assert not _chosen((8, 64, 32, 32), (128, 64, 1, 1), p=0)   # a 1x1 shortcut
     assert not _chosen((32, 16, 32, 32), (32, 16, 3, 3), algo="direct")
+    # stride 1: few channels onto rows of two vectors (Winograd's transforms cost more)
+    assert _chosen((32, 16, 32, 32), (16, 16, 3, 3), s=1) is wide
+    assert not _chosen((32, 16, 32, 32), (64, 16, 3, 3), s=1)   # 64 outputs
+    assert not _chosen((32, 16, 16, 16), (16, 16, 3, 3), s=1)   # rows of 16
+
+
+@pytest.mark.parametrize("vector_bytes", [64, 32])
+def test_input_gradients_of_few_channels_run_the_flipped_forward_on_the_tiles(
+        vector_bytes, monkeypatch):
+    # stride 1, 16 -> 12 channels onto rows of 32: dx is the forward conv of dy with the
+    # flipped kernel, 12 -> 16, on these tiles under AVX-512's rule (else Winograd); both
+    # against the float64 im2col kernels
+    from singa_graph import host
+    from singa_graph.runtime.kernels.cpu import conv
+
+    monkeypatch.setattr(host, "vector_bytes", lambda: vector_bytes)
+    rng = np.random.default_rng(11)
+    dy = rng.standard_normal((3, 12, 32, 32)).astype(f32)
+    w = (rng.standard_normal((12, 16, 3, 3)) / 6).astype(f32)
+    op = ops.Conv2dGradInput(1, 1, x_shape=(3, 16, 32, 32))
+    assert (conv._planes_flip(op, w, dy, np.empty((3, 16, 32, 32), f32)) is not None) is \
+        (vector_bytes == 64)
+    got = _run(op, [dy, w])
+    want = _run(ops.Conv2dGradInput(1, 1, x_shape=(3, 16, 32, 32), algo="direct"),
+                [dy.astype(np.float64), w.astype(np.float64)])
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * np.abs(want).max())
 
 
 def _run(op, ins, threads=None):
@@ -88,6 +114,7 @@ CASES = [  # n, c, h, w, o, k, stride, pads, dilation, bias, residual, act
     (2, 4, 23, 41, 6, 3, 2, (0, 1, 2, 0), 1, False, False, "silu"),   # odd, uneven
     (2, 2, 17, 17, 16, 3, 1, (2, 2, 2, 2), 2, True, False, ""),       # dilation 2
     (3, 24, 32, 32, 20, 3, 2, (1, 1, 1, 1), 1, True, True, "relu"),   # whole rows of 16
+    (2, 12, 20, 32, 16, 3, 1, (1, 1, 1, 1), 1, True, False, "relu"),  # stride 1: 2 x 16
 ]
 
 
@@ -150,3 +177,14 @@ def test_graph_matches_eager_with_gradients():
     b = rng.standard_normal(16).astype(f32)
     assert _chosen(x.shape, w.shape)
     graph_matches_eager(lambda *t: ops.conv2d(*t, stride=2, padding=1), x, w, b)
+
+
+def test_graph_matches_eager_with_gradients_of_few_channels_at_stride_one(monkeypatch):
+    from singa_graph import host
+
+    monkeypatch.setattr(host, "vector_bytes", lambda: 64)
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 16, 32, 32)).astype(f32)
+    w = (rng.standard_normal((16, 16, 3, 3)) / 12).astype(f32)
+    assert _chosen(x.shape, w.shape, s=1)
+    graph_matches_eager(lambda *t: ops.conv2d(*t, stride=1, padding=1), x, w)

@@ -16,6 +16,7 @@ import types
 
 import numpy as np
 
+from ....ops._util import tiled
 from ....runtime import threads
 from ...registry import carve, carved_bytes, kernel
 from . import blas, conv_direct, conv_direct_grad_weight, conv_loops as loops, conv_planes, \
@@ -146,12 +147,27 @@ def _flip_plan(op, w, dy):
     return fwd, (g * cg, og, kh, kw)
 
 
+def _planes_flip(op, w, dy, dx):
+    """:func:`_flip_plan` for a stride-1 input gradient whose flipped forward the output-row
+    tiles take (conv_planes.whole_rows: few channels, whole pairs of vectors a row), with
+    that forward left to choose its kernel (which is then those tiles); else None."""
+    if getattr(op, "algo", "auto") != "auto" or not tiled(dx.dtype):
+        return None
+    flip = _flip_plan(op, w, dy)
+    if flip is None:
+        return None
+    fwd, wt_shape = flip
+    fwd.algo = "auto"
+    return flip if conv_planes.whole_rows(fwd, wt_shape, dx.shape, dx.dtype) else None
+
+
 def _grad_input_ws(op, ins, outs):
     dy, w = ins
     (dx,) = outs
-    if winograd.chosen(op, dx.shape, w.shape, dx.dtype):
+    flip = _planes_flip(op, w, dy, dx)
+    if flip is None and winograd.chosen(op, dx.shape, w.shape, dx.dtype):
         return winograd.grad_input_workspace(op, ins, outs)
-    flip = _flip_plan(op, w, dy)
+    flip = flip or _flip_plan(op, w, dy)
     if flip is not None:
         fwd, wt_shape = flip
         wt = types.SimpleNamespace(shape=wt_shape, dtype=dx.dtype)
@@ -162,9 +178,10 @@ def _grad_input_ws(op, ins, outs):
 def conv2d_grad_input(op, ins, outs, ws):
     dy, w = ins
     (dx,) = outs
-    if winograd.chosen(op, dx.shape, w.shape, dx.dtype):
+    flip = _planes_flip(op, w, dy, dx)
+    if flip is None and winograd.chosen(op, dx.shape, w.shape, dx.dtype):
         return winograd.grad_input(op, ins, outs, ws)
-    flip = _flip_plan(op, w, dy)
+    flip = flip or _flip_plan(op, w, dy)
     if flip is not None:
         fwd_op, wt_shape = flip
         (wt,) = carve(ws, (wt_shape, dx.dtype))

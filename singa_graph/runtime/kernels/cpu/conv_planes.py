@@ -1,6 +1,8 @@
-"""Dense convolutions over few input channels (an image's three: every CNN's stem), and
-stride-2 convolutions whose output rows are whole vectors (:func:`_whole_rows`), on tiles
-along the NCHW output rows.
+"""Dense convolutions over few input channels (an image's three: every CNN's stem), and on
+processors with AVX-512 stride-2 convolutions whose output rows are whole vectors and
+stride-1 ones of few channels onto whole pairs of vectors (:func:`whole_rows`; also the
+input gradients of those, as the forward conv of the flipped kernel), on tiles along the
+NCHW output rows.
 
 The other kernels spend their fixed costs well only where each output sums many terms:
 im2col copies the input ``kh*kw`` times for a GEMM of ``C*kh*kw = 27`` rows, and
@@ -45,19 +47,21 @@ def chosen(op, x_shape, w_shape, y_shape, dtype) -> bool:
     im2col + GEMM: :func:`~singa_graph.ops._util.tiled`) that
     :func:`~singa_graph.ops.conv_tiles.on_planes` gives these tiles, but for the stems
     that :func:`~singa_graph.ops.conv_tiles.stem_on_tiles` gives the register tiles, or a
-    stride-2 conv whose output rows are whole vectors (:func:`_whole_rows`). Shapes and
-    dtype alone decide, so graph and eager runs choose alike."""
+    conv that :func:`whole_rows` takes. Shapes, dtype and the host's vector width alone
+    decide, so graph and eager runs choose alike."""
     if not (len(x_shape) == 4 and len(w_shape) == 4 and tiled(dtype)
             and getattr(op, "algo", "auto") == "auto"):
         return False
     if on_planes(op, w_shape):
         return not stem_on_tiles(op, w_shape, y_shape)
-    return _whole_rows(op, w_shape, y_shape, dtype)
+    return whole_rows(op, w_shape, y_shape, dtype)
 
 
-def _whole_rows(op, w_shape, y_shape, dtype) -> bool:
-    """Stride-2 convs whose output rows are whole vectors run here whatever their
-    channels: conv_direct.py's tiles of pixels by output channels gather every other input
+def whole_rows(op, w_shape, y_shape, dtype) -> bool:
+    """Whether a conv of more channels than :func:`~singa_graph.ops.conv_tiles.on_planes`
+    takes runs here: a stride-1 conv of few channels onto whole pairs of vectors
+    (:data:`FEW_CHANNELS`), or a stride-2 conv onto whole vectors, whatever its channels.
+    At stride 2 conv_direct.py's tiles of pixels by output channels gather every other input
     pixel and transpose their sums into planes, where these tiles read each tap's row of
     the phase planes as vectors and store their sums in place. Two threads, AMD EPYC with
     AVX-512 (2026-11-29), against the register tiles: 16 -> 32 at 32x32, batch 32, 625 ->
@@ -67,8 +71,22 @@ def _whole_rows(op, w_shape, y_shape, dtype) -> bool:
     with AVX-512's 16 lanes only: processors with narrower vectors keep the register
     tiles."""
     lanes = host.vector_bytes() // np.dtype(dtype).itemsize
-    return (host.vector_bytes() >= 64 and op.groups == 1 and op.stride == (2, 2)
-            and w_shape[2] * w_shape[3] > 1 and y_shape[3] % lanes == 0)
+    if host.vector_bytes() < 64 or op.groups != 1 or w_shape[2] * w_shape[3] == 1:
+        return False
+    if op.stride == (2, 2):
+        return y_shape[3] % lanes == 0
+    return (op.stride == (1, 1) and max(w_shape[0], w_shape[1]) <= FEW_CHANNELS
+            and y_shape[3] % (2 * lanes) == 0)
+
+
+#: stride-1 convs of at most this many input and output channels whose output rows are
+#: whole pairs of vectors run here too (:func:`whole_rows`): with so few channels
+#: Winograd's transforms cost more than its products save. Two threads, AMD EPYC with
+#: AVX-512 (2026-11-29), against what ran them: 16 -> 16 at 32x32, batch 32, 1171-1495 ->
+#: 719-781 us (Winograd), batch 2 75 -> 51 (the register tiles), 16 -> 16 at 64x64 227 ->
+#: 177, 8 -> 8 at 32x32 168 -> 60, 16 -> 16 5x5 576 -> 468; but 16 -> 64 1.13x slower, 32
+#: -> 32 at 16x16 (one vector a row) 3.4x, 64 -> 64 at 32x32 1.8x
+FEW_CHANNELS = 16
 
 
 def _plan(op, x_shape, w_shape, y_shape):
