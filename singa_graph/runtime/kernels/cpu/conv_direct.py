@@ -41,7 +41,7 @@ from ...registry import carve, carved_bytes, kernel
 from . import simd, winograd
 from .depthwise_channels_last import rows_to_planes
 from .epilogue import conv_epilogue, epilogue_args
-from .loops import PARALLEL_WORK, bound, loops
+from .loops import PARALLEL_WORK, batch_parts, bound, loops
 
 #: output pixels of a full tile: its ``ROWS x 2`` vectors of sums, the two weight vectors
 #: and the broadcast input fit the target's registers (32 with AVX-512, 16 with AVX2,
@@ -178,7 +178,7 @@ def plan_parts(n, o, pixels, nt, lanes, weight_bytes):
     group = n if split or n < nt else 1
     groups = -(-n // group)
     blocks = max(1, min(nt // groups, vectors // 2 if split else vectors))
-    return group, max(1, min(nt, groups) if blocks == 1 else groups * blocks), blocks
+    return group, batch_parts(groups, nt) if blocks == 1 else groups * blocks, blocks
 
 
 #: the axis of ``y3`` that holds the output channels (2 in conv_direct_last's variant)

@@ -31,7 +31,7 @@ from ....runtime import threads
 from ...registry import carve, carved_bytes
 from .depthwise_loops import fill_phases, phase_planes, phases
 from .epilogue import conv_epilogue, epilogue_args
-from .loops import bound
+from .loops import batch_parts, bound
 from . import simd
 from .simd_plane import channel_tile
 
@@ -67,9 +67,12 @@ def whole_rows(op, w_shape, y_shape, dtype) -> bool:
     AVX-512 (2026-11-29), against the register tiles: 16 -> 32 at 32x32, batch 32, 625 ->
     478 us (oneDNN 446); 64 -> 128 at 32x32, batch 8, 1622 -> 1471; 32 -> 64 at 64x64
     1828 -> 1496; 16 -> 16 at 32x32 103 -> 72. Rows of part of a vector lose: 16x16 to 8x8
-    1.6x slower, 28x28 to 14x14 1.15x, 56x56 to 28x28 (a vector and 12) 1.13x. Measured
-    with AVX-512's 16 lanes only: processors with narrower vectors keep the register
-    tiles."""
+    1.6x slower, 28x28 to 14x14 1.15x, 56x56 to 28x28 (a vector and 12) 1.13x. Most of
+    that gain was the register tiles' split into one part per thread: with
+    :data:`~.loops.PARTS_PER_THREAD` on both sides, the same day, these tiles took 0.97x
+    the register tiles' time for 16 -> 32, 0.96x for 32 -> 64 at 64x64, 1.05x for 64 ->
+    128 (even, within this host's noise). Measured with AVX-512's 16 lanes only:
+    processors with narrower vectors keep the register tiles."""
     lanes = host.vector_bytes() // np.dtype(dtype).itemsize
     if host.vector_bytes() < 64 or op.groups != 1 or w_shape[2] * w_shape[3] == 1:
         return False
@@ -85,7 +88,9 @@ def whole_rows(op, w_shape, y_shape, dtype) -> bool:
 #: AVX-512 (2026-11-29), against what ran them: 16 -> 16 at 32x32, batch 32, 1171-1495 ->
 #: 719-781 us (Winograd), batch 2 75 -> 51 (the register tiles), 16 -> 16 at 64x64 227 ->
 #: 177, 8 -> 8 at 32x32 168 -> 60, 16 -> 16 5x5 576 -> 468; but 16 -> 64 1.13x slower, 32
-#: -> 32 at 16x16 (one vector a row) 3.4x, 64 -> 64 at 32x32 1.8x
+#: -> 32 at 16x16 (one vector a row) 3.4x, 64 -> 64 at 32x32 1.8x. With finer parts on
+#: both sides (loops.PARTS_PER_THREAD): 16 -> 16 at batch 32 0.96x Winograd's time, at
+#: batch 2 0.75x the register tiles'
 FEW_CHANNELS = 16
 
 
@@ -98,7 +103,7 @@ def _plan(op, x_shape, w_shape, y_shape):
     geo = (kh, kw, s, pt, pl, dh, dw)
     hq, wq, _ = phases(kh, kw, s, dh, dw, ho, wo)
     total = n * -(-o // BLOCK)
-    parts = max(1, min(threads.num_threads(), total))
+    parts = batch_parts(total, threads.num_threads())
     return geo, (n, c, h, w, o, ho, wo), parts, s * s * hq * wq
 
 

@@ -11,6 +11,20 @@ from numba.core.typing.typeof import Purpose
 # costs more than the loop (milliseconds when the machine is busy).
 PARALLEL_WORK = 1 << 16
 
+#: parts per thread for kernels that split a batch of equal units (samples, blocks of output
+#: channels) into parts that each hold their own scratch. One part per thread left the
+#: whole step waiting for the slower thread: on the 2-vCPU AMD EPYC (2026-11-29) two
+#: processes running half the batch each took 394 us side by side, as long as one alone,
+#: while the two halves as the parts of one parallel loop took 506-678 us; in four or more
+#: parts a thread 399-465 (the bench ResNet's 32 -> 64 stride-2 conv, batch 32, on the
+#: register tiles; its 16 -> 32 on the output-row tiles 625 -> 444 us).
+PARTS_PER_THREAD = 4
+
+
+def batch_parts(units: int, threads: int) -> int:
+    """Parts to split ``units`` equal pieces of work into on ``threads`` threads."""
+    return max(1, min(units, PARTS_PER_THREAD * threads))
+
 
 def loops(fn=None, **options):
     """``(serial, parallel)`` Numba versions of a loop written with ``prange``, compiled
