@@ -83,8 +83,8 @@ def test_input_gradients_of_few_channels_run_the_flipped_forward_on_the_tiles(
     dy = rng.standard_normal((3, 12, 32, 32)).astype(f32)
     w = (rng.standard_normal((12, 16, 3, 3)) / 6).astype(f32)
     op = ops.Conv2dGradInput(1, 1, x_shape=(3, 16, 32, 32))
-    assert (conv._planes_flip(op, w, dy, np.empty((3, 16, 32, 32), f32)) is not None) is \
-        (vector_bytes == 64)
+    _, flip = conv._grad_input_flip(op, w, dy, np.empty((3, 16, 32, 32), f32))
+    assert (flip is not None and flip[0].algo == "auto") is (vector_bytes == 64)
     got = _run(op, [dy, w])
     want = _run(ops.Conv2dGradInput(1, 1, x_shape=(3, 16, 32, 32), algo="direct"),
                 [dy.astype(np.float64), w.astype(np.float64)])

@@ -147,27 +147,28 @@ def _flip_plan(op, w, dy):
     return fwd, (g * cg, og, kh, kw)
 
 
-def _planes_flip(op, w, dy, dx):
-    """:func:`_flip_plan` for a stride-1 input gradient whose flipped forward the output-row
-    tiles take (conv_planes.whole_rows: few channels, whole pairs of vectors a row), with
-    that forward left to choose its kernel (which is then those tiles); else None."""
-    if getattr(op, "algo", "auto") != "auto" or not tiled(dx.dtype):
-        return None
+def _grad_input_flip(op, w, dy, dx):
+    """``(winograd, flip)``: whether Winograd runs the input gradient, else the
+    :func:`_flip_plan` that does (None: col2im). A stride-1 one whose flipped forward the
+    output-row tiles take (conv_planes.whole_rows: few channels, whole pairs of vectors a
+    row) leaves that forward to choose its kernel (those tiles) ahead of Winograd; any other
+    flipped forward is im2col's."""
     flip = _flip_plan(op, w, dy)
-    if flip is None:
-        return None
-    fwd, wt_shape = flip
-    fwd.algo = "auto"
-    return flip if conv_planes.whole_rows(fwd, wt_shape, dx.shape, dx.dtype) else None
+    if (flip is not None and getattr(op, "algo", "auto") == "auto" and tiled(dx.dtype)
+            and conv_planes.whole_rows(*flip, dx.shape, dx.dtype)):
+        flip[0].algo = "auto"
+        return False, flip
+    if winograd.chosen(op, dx.shape, w.shape, dx.dtype):
+        return True, None
+    return False, flip
 
 
 def _grad_input_ws(op, ins, outs):
     dy, w = ins
     (dx,) = outs
-    flip = _planes_flip(op, w, dy, dx)
-    if flip is None and winograd.chosen(op, dx.shape, w.shape, dx.dtype):
+    use_winograd, flip = _grad_input_flip(op, w, dy, dx)
+    if use_winograd:
         return winograd.grad_input_workspace(op, ins, outs)
-    flip = flip or _flip_plan(op, w, dy)
     if flip is not None:
         fwd, wt_shape = flip
         wt = types.SimpleNamespace(shape=wt_shape, dtype=dx.dtype)
@@ -178,10 +179,9 @@ def _grad_input_ws(op, ins, outs):
 def conv2d_grad_input(op, ins, outs, ws):
     dy, w = ins
     (dx,) = outs
-    flip = _planes_flip(op, w, dy, dx)
-    if flip is None and winograd.chosen(op, dx.shape, w.shape, dx.dtype):
+    use_winograd, flip = _grad_input_flip(op, w, dy, dx)
+    if use_winograd:
         return winograd.grad_input(op, ins, outs, ws)
-    flip = flip or _flip_plan(op, w, dy)
     if flip is not None:
         fwd_op, wt_shape = flip
         (wt,) = carve(ws, (wt_shape, dx.dtype))

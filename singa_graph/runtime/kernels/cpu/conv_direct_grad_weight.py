@@ -27,7 +27,8 @@ from ....ops._util import tiled
 from ....runtime import threads
 from ...registry import carve, carved_bytes
 from . import simd
-from .conv_direct import columns_in_place, pad_planes
+from .conv_direct import _geometry as conv_direct_geometry, columns_in_place, pad_planes
+from .conv_loops import sum_parts
 from .depthwise_channels_last import planes_to_rows
 from .loops import bound, flat_view, loops
 
@@ -46,11 +47,11 @@ def _padded(geo, x_shape) -> bool:
     return pt > 0 or pl > 0 or hp > x_shape[2] or wp > x_shape[3]
 
 
-def _geometry(op, x_shape, w_shape):
-    """``(kh, kw, sh, sw, pt, pl, dh, dw, hp, wp)``: the window, the padded planes."""
-    (pt, pl, pb, pr), (sh, sw), (dh, dw) = op.padding, op.stride, op.dilation
-    return (w_shape[2], w_shape[3], sh, sw, pt, pl, dh, dw,
-            x_shape[2] + pt + pb, x_shape[3] + pl + pr)
+def _geometry(op, x_shape, w_shape, y_shape):
+    """``(kh, kw, sh, sw, pt, pl, dh, dw, hp, wp)``: the window, the padded planes
+    (conv_direct's, which reads the window from a blocked weight's axes 1 and 2: an OIHW
+    weight's ``(C, kh, kw)``)."""
+    return conv_direct_geometry(op, x_shape, w_shape[1:], y_shape)
 
 
 #: taps (rows of ``dW^T``) a sample's tiles compute before adding them to the part's sum:
@@ -64,7 +65,7 @@ def _specs(op, x_shape, w_shape, y_shape, dtype):
     gradient, partial ``dW^T``, one block of a sample's ``dW^T`` rows and tap offsets."""
     n, c = x_shape[0], x_shape[1]
     o, k, p = w_shape[0], w_shape[1] * w_shape[2] * w_shape[3], y_shape[2] * y_shape[3]
-    geo = _geometry(op, x_shape, w_shape)
+    geo = _geometry(op, x_shape, w_shape, y_shape)
     parts = max(1, min(threads.num_threads(), n))
     planes = geo[8] * geo[9] if _padded(geo, x_shape) else 0
     return parts, (((parts, c, planes), dtype), ((parts, p * o), dtype),
@@ -133,12 +134,7 @@ def grad_weight(dyf, x, dw2, xp, dyt, acc, e, offs, geo, padded, ho, wo, parts, 
                 for q in range(r1 - r0):
                     for o in range(o_):
                         a[r0 + q, o] += b[q, o]
-    for o in range(o_):
-        for q in range(k_):
-            s = acc[0, q, o]
-            for t in range(1, parts):
-                s += acc[t, q, o]
-            dw2[o, q] = s
+    sum_parts(acc.reshape(parts, 1, k_, o_), dw2.reshape(1, o_, k_))
 
 
 GRAD_WEIGHT = loops(grad_weight, error_model="numpy")
@@ -150,7 +146,8 @@ def grad_weight_step(op, ins, outs, ws):
     (dw,) = outs
     parts, specs = _specs(op, x.shape, dw.shape, dy.shape, dw.dtype)
     xp, dyt, acc, e, offs = carve(ws, *specs)
-    geo = _geometry(op, x.shape, dw.shape)
-    return bound(GRAD_WEIGHT[parts > 1], flat_view(dy), x, flat_view(dw).reshape(dw.shape[0], -1), xp,
-                 dyt, acc, e, offs, geo, _padded(geo, x.shape), dy.shape[2], dy.shape[3],
-                 parts, simd.lanes(dw.dtype))
+    geo = _geometry(op, x.shape, dw.shape, dy.shape)
+    dw2 = flat_view(dw).reshape(dw.shape[0], -1)
+    return bound(GRAD_WEIGHT[parts > 1], flat_view(dy), x, dw2, xp, dyt, acc, e, offs, geo,
+                 _padded(geo, x.shape), dy.shape[2], dy.shape[3], parts,
+                 simd.lanes(dw.dtype))

@@ -273,6 +273,14 @@ def grad_weight(dy3, x, x3, dw3, cols, acc, geo, ho, wo, pointwise, parts, bl):
             beta = 0.0 if n == lo else 1.0
             for g in range(g_):
                 gemm(src[g * k:(g + 1) * k], dy3[n, g * og:(g + 1) * og].T, a[g], beta, bl)
+    sum_parts(acc, dw3)
+
+
+@njit(cache=True, nogil=True)
+def sum_parts(acc, dw3):
+    """``dw3[g, o, i]`` = the sum over the parts ``t`` of ``acc[t, g, i, o]``, in part
+    order: the ``(G, K, Og)`` partial ``dW^T`` of each part of a weight gradient."""
+    parts, g_, k, og = acc.shape
     for g in range(g_):
         for o in range(og):
             for i in range(k):

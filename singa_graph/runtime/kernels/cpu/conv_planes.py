@@ -24,7 +24,6 @@ import numpy as np
 from numba import int64, njit, prange
 
 from .... import host
-
 from ....ops._util import tiled
 from ....ops.conv_tiles import on_planes, stem_on_tiles
 from ....runtime import threads
@@ -73,8 +72,9 @@ def whole_rows(op, w_shape, y_shape, dtype) -> bool:
     the register tiles' time for 16 -> 32, 0.96x for 32 -> 64 at 64x64, 1.05x for 64 ->
     128 (even, within this host's noise). Measured with AVX-512's 16 lanes only:
     processors with narrower vectors keep the register tiles."""
-    lanes = host.vector_bytes() // np.dtype(dtype).itemsize
-    if host.vector_bytes() < 64 or op.groups != 1 or w_shape[2] * w_shape[3] == 1:
+    vector = host.vector_bytes()
+    lanes = vector // np.dtype(dtype).itemsize
+    if vector < 64 or op.groups != 1 or w_shape[2] * w_shape[3] == 1:
         return False
     if op.stride == (2, 2):
         return y_shape[3] % lanes == 0
