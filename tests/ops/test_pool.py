@@ -256,3 +256,21 @@ def test_rows_of_every_width_match_the_fold(k, s, p, ceil, dtype):
         want = _fold_max(x, k, s, p, y.shape[2], y.shape[3])
         np.testing.assert_array_equal(y, want, err_msg=f"width {w}")
         assert (np.signbit(y) == np.signbit(want)).all(), f"width {w}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k,s,p,ceil", [(3, 2, 0, True), (3, 1, 1, False), (2, 2, 0, False),
+                                        (5, 2, 2, True)])
+def test_output_rows_folded_in_groups_match_the_fold(k, s, p, ceil, dtype):
+    # planes of 3 to 40 rows: the rows whose windows lie inside the plane fold four at a
+    # time (pool.ROWS), the last group overlapping the one before it; fewer than four such
+    # rows, and the border rows, fold one at a time
+    g = np.random.default_rng(k * 100 + s * 10 + p)
+    for h in range(k, 41, 1 if dtype == np.float32 else 3):
+        x = g.standard_normal((1, 2, h, 15 + h % 3 * 8)).astype(dtype)
+        x[g.random(x.shape) < 0.2] = -0.0
+        x[g.random(x.shape) < 0.05] = np.nan
+        y = eager(lambda t: ops.max_pool2d(t, k, s, p, ceil_mode=ceil), x)
+        want = _fold_max(x, k, s, p, y.shape[2], y.shape[3])
+        np.testing.assert_array_equal(y, want, err_msg=f"height {h}")
+        assert (np.signbit(y) == np.signbit(want)).all(), f"height {h}"

@@ -25,9 +25,37 @@ from .conv import _view
 from .loops import bound, loops, pick
 from .reduce import mean_planes
 
-# strides 1 and 2, windows 3 wide (unrolled) or any width
-_WMAX_13, _WMAX_23 = simd_window.window_max(1, 3), simd_window.window_max(2, 3)
-_WMAX_1, _WMAX_2 = simd_window.window_max(1), simd_window.window_max(2)
+# strides 1 and 2, windows 3 wide (unrolled) or any width; one output row or ROWS at once
+ROWS = 4
+_WMAX = {(s, k, g): simd_window.window_max(s, k, g) for s in (1, 2) for k in (0, 3)
+         for g in (1, ROWS)}
+_WMAX_13, _WMAX_23, _WMAX_1, _WMAX_2 = (_WMAX[1, 3, 1], _WMAX[2, 3, 1], _WMAX[1, 0, 1],
+                                        _WMAX[2, 0, 1])
+_WMAX_13G, _WMAX_23G, _WMAX_1G, _WMAX_2G = (_WMAX[1, 3, ROWS], _WMAX[2, 3, ROWS],
+                                            _WMAX[1, 0, ROWS], _WMAX[2, 0, ROWS])
+
+
+@njit(inline="always")
+def _fold_rows(x, xs, w, rows, kw, pl, sw, y, yr, wo, grouped, gs):
+    """Output row ``y[yr:yr + wo]`` (strides 1 and 2) from ``rows`` input rows at ``xs``,
+    or with ``grouped`` the ``ROWS`` output rows from there on, ``gs`` apart in ``x``."""
+    if grouped:
+        if sw == 1 and kw == 3:
+            _WMAX_13G(x, xs, w, rows, kw, -pl, w, y, yr, wo, gs, wo)
+        elif sw == 2 and kw == 3:
+            _WMAX_23G(x, xs, w, rows, kw, -pl, w, y, yr, wo, gs, wo)
+        elif sw == 1:
+            _WMAX_1G(x, xs, w, rows, kw, -pl, w, y, yr, wo, gs, wo)
+        else:
+            _WMAX_2G(x, xs, w, rows, kw, -pl, w, y, yr, wo, gs, wo)
+    elif sw == 1 and kw == 3:
+        _WMAX_13(x, xs, w, rows, kw, -pl, w, y, yr, wo, 0, 0)
+    elif sw == 2 and kw == 3:
+        _WMAX_23(x, xs, w, rows, kw, -pl, w, y, yr, wo, 0, 0)
+    elif sw == 1:
+        _WMAX_1(x, xs, w, rows, kw, -pl, w, y, yr, wo, 0, 0)
+    else:
+        _WMAX_2(x, xs, w, rows, kw, -pl, w, y, yr, wo, 0, 0)
 
 
 @njit(cache=True, nogil=True)
@@ -35,30 +63,40 @@ def _max_plane(x, y, xo, yo, h, w, ho, wo, kh, kw, sh, sw, pt, pl):
     """``y[yo + oy*wo + ox]`` of the plane ``x[xo:xo + h*w]``: the max fold of the window's
     cells inside the plane in row-major order, the first maximum kept (``v > m``), so a NaN
     in front stays and later NaNs are skipped. Strides 1 and 2 fold a row of outputs in
-    vector registers (simd_window.window_max); flat offsets, not per-row views, since a view
-    costs a reference count pair, more than a short row's work."""
+    vector registers (simd_window.window_max), the rows whose windows lie inside the
+    plane's rows ``ROWS`` at a time (the last group overlapping the one before it, writing
+    the same values again); flat offsets, not per-row views, since a view costs a
+    reference count pair, more than a short row's work."""
+    if sw == 1 or sw == 2:
+        # [oa, ob): the output rows whose windows lie inside the plane's rows
+        oa = min(ho, (pt + sh - 1) // sh)
+        ob = max(oa, min(ho, (h - kh + pt) // sh + 1))
+        if ob - oa < ROWS:
+            oa = ob = 0
+        for first in range(oa, ob, ROWS):
+            oy = min(first, ob - ROWS)
+            _fold_rows(x, xo + (oy * sh - pt) * w, w, kh, kw, pl, sw, y, yo + oy * wo, wo,
+                       True, sh * w)
+        for oy in range(ho):
+            if oa <= oy < ob:
+                continue
+            y0 = oy * sh - pt
+            ya, yb = max(y0, 0), min(y0 + kh, h)
+            _fold_rows(x, xo + ya * w, w, yb - ya, kw, pl, sw, y, yo + oy * wo, wo, False, 0)
+        return
     for oy in range(ho):
         y0 = oy * sh - pt
         ya, yb = max(y0, 0), min(y0 + kh, h)
         xs, yr = xo + ya * w, yo + oy * wo
-        if sw == 1 and kw == 3:
-            _WMAX_13(x, xs, w, yb - ya, kw, -pl, w, y, yr, wo)
-        elif sw == 2 and kw == 3:
-            _WMAX_23(x, xs, w, yb - ya, kw, -pl, w, y, yr, wo)
-        elif sw == 1:
-            _WMAX_1(x, xs, w, yb - ya, kw, -pl, w, y, yr, wo)
-        elif sw == 2:
-            _WMAX_2(x, xs, w, yb - ya, kw, -pl, w, y, yr, wo)
-        else:
-            for ox in range(wo):
-                x0 = ox * sw - pl
-                xa, xb = max(x0, 0), min(x0 + kw, w)
-                m = x[xs + xa]
-                for iy in range(yb - ya):
-                    for ix in range(xa, xb):
-                        v = x[xs + iy * w + ix]
-                        m = v if v > m else m
-                y[yr + ox] = m
+        for ox in range(wo):
+            x0 = ox * sw - pl
+            xa, xb = max(x0, 0), min(x0 + kw, w)
+            m = x[xs + xa]
+            for iy in range(yb - ya):
+                for ix in range(xa, xb):
+                    v = x[xs + iy * w + ix]
+                    m = v if v > m else m
+            y[yr + ox] = m
 
 
 @loops

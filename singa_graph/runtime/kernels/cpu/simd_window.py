@@ -8,12 +8,12 @@ from numba.extending import intrinsic
 from .simd import _I32, _I64, _Args, _splat
 
 
-def window_max(S: int, KW: int = 0):
-    """The intrinsic ``window_max(x, xo, rs, rows, kw, c0, w, y, yo, n)``: a max pool's
-    output row. For ``i < n``::
+def window_max(S: int, KW: int = 0, G: int = 1):
+    """The intrinsic ``window_max(x, xo, rs, rows, kw, c0, w, y, yo, n, gs, ys)``: ``G``
+    output rows of a max pool. For ``i < n`` and ``g < G``::
 
-        y[yo + i] = fold of x[xo + r*rs + c] over r < rows, then over the columns
-                    c = c0 + i*S + j (j < kw) with 0 <= c < w
+        y[yo + g*ys + i] = fold of x[xo + g*gs + r*rs + c] over r < rows, then over the
+                           columns c = c0 + i*S + j (j < kw) with 0 <= c < w
 
     where the fold starts from the window's first cell inside the plane and keeps the
     running value ``m`` unless a cell ``v > m``, the same as the scalar fold over the
@@ -39,15 +39,16 @@ def window_max(S: int, KW: int = 0):
         raise ValueError(f"window_max supports strides 1 and 2, not {S}")
 
     @intrinsic
-    def call(typingctx, x, xo, rs, rows, kw, c0, w, y, yo, n):
-        sig = types.void(x, xo, rs, rows, kw, c0, w, y, yo, n)
+    def call(typingctx, x, xo, rs, rows, kw, c0, w, y, yo, n, gs, ys):
+        sig = types.void(x, xo, rs, rows, kw, c0, w, y, yo, n, gs, ys)
 
         def codegen(context, builder, sig, args):
             a = _Args(context, builder, sig, args, y.dtype)
             L, vt = a.lanes, a.vt
             plain_load = a.plain()[0]
             it = ir.VectorType(_I32, L)  # columns and lane numbers: one compare per mask
-            xo_, rs_, rows_, kw_, c0_, w_, yo_, n_ = a.ints(1, 2, 3, 4, 5, 6, 8, 9)
+            xo_, rs_, rows_, kw_, c0_, w_, yo_, n_, gs_, ys_ = a.ints(1, 2, 3, 4, 5, 6, 8, 9,
+                                                                      10, 11)
             xp, yp = a.pointers(0, 7)
             lane = ir.Constant(it, list(range(L)))
             # a stride-2 row of cells: lanes 2i of the columns from col0 (the first half's
@@ -104,24 +105,27 @@ def window_max(S: int, KW: int = 0):
                         got.append(a.load(at, mask, keep))
                     return got[0] if S == 1 else builder.shuffle_vector(got[0], got[1], evens)
 
-                acc = cgutils.alloca_once(builder, vt)
+                accs = [cgutils.alloca_once(builder, vt) for _ in range(G)]
+                starts = [builder.add(xo_, builder.mul(gs_, const(g))) for g in range(G)]
                 lowest = ir.Constant(vt, [float("-inf")] * L)
 
                 def window(edges, masked=True):
-                    # each lane's first cell inside the plane: at j = 0, or for a window
-                    # hanging over the left border (by less than a window) column 0
-                    edge = _splat(builder, builder.load(builder.gep(xp, [xo_])), vt)
-                    builder.store(cells(xo_, const(0), edge, edges, masked), acc)
+                    for start, acc in zip(starts, accs):
+                        # each lane's first cell inside the plane: at j = 0, or for a window
+                        # hanging over the left border (by less than a window) column 0
+                        edge = _splat(builder, builder.load(builder.gep(xp, [start])), vt)
+                        builder.store(cells(start, const(0), edge, edges, masked), acc)
                     with cgutils.for_range(builder, rows_) as lr:
-                        row = builder.add(xo_, builder.mul(lr.index, rs_))
+                        step = builder.mul(lr.index, rs_)
 
                         def fold(j):
-                            m = builder.load(acc)
-                            # a cell outside loads as -inf, and -inf > m is false for any
-                            # m (NaN too): the fold passes it by without waiting on m
-                            v = cells(row, j, lowest, edges, masked)
-                            builder.store(
-                                builder.select(builder.fcmp_ordered(">", v, m), v, m), acc)
+                            for start, acc in zip(starts, accs):
+                                m = builder.load(acc)
+                                # a cell outside loads as -inf, and -inf > m is false for
+                                # any m (NaN too): the fold passes it by without waiting on m
+                                v = cells(builder.add(start, step), j, lowest, edges, masked)
+                                builder.store(
+                                    builder.select(builder.fcmp_ordered(">", v, m), v, m), acc)
                         if KW:
                             for j in range(KW):
                                 fold(const(j))
@@ -143,9 +147,11 @@ def window_max(S: int, KW: int = 0):
                                 window(False)
                             with border:
                                 window(True)
-                at = builder.bitcast(builder.gep(yp, [builder.add(yo_, i0)]), vt.as_pointer())
-                a.checked_store(count)(builder.load(acc), at,  # count is L where whole
-                                       builder.icmp_signed("<", lane, splat32(count)))
+                store = a.checked_store(count)  # count is L where whole
+                for g, acc in enumerate(accs):
+                    at = builder.bitcast(builder.gep(yp, [builder.add(builder.add(
+                        yo_, builder.mul(ys_, const(g))), i0)]), vt.as_pointer())
+                    store(builder.load(acc), at, builder.icmp_signed("<", lane, splat32(count)))
             return context.get_dummy_value()
 
         return sig, codegen
