@@ -136,3 +136,53 @@ def test_float16_runs_the_tiles_on_float32_copies():
     got = run_step(ops.Conv2d(2, 1), [x, w])
     want = run_step(ops.Conv2d(2, 1), [x.astype(f32), w.astype(f32)]).astype(np.float16)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("kh,kw,nc,vecs", [(3, 3, 64, 2), (3, 3, 512, 2), (1, 1, 1024, 4),
+                                           (3, 3, 16, 2)])
+def test_weight_pieces_cover_the_order_and_sum_bit_for_bit(kh, kw, nc, vecs):
+    # a block's sums taken in pieces that fit the L1 cache (conv_direct.pieces), stored and
+    # reloaded between them, are the single chain of multiply-adds in (i, j, c) order
+    from numba import njit
+    from singa_graph.runtime.kernels.cpu import simd
+
+    rows, lanes = 16, simd.lanes(np.float32)
+    ph, pw, pc = conv_direct.pieces(kh, kw, nc, vecs, rows)
+    per = vecs * simd.VECTOR_BYTES
+    assert (ph, pw, pc) == (kh, kw, nc) or ph * pw * pc * per <= conv_direct.PIECE_BYTES
+    assert (pw, pc) == (kw, nc) or (ph, pw) == (1, 1)  # runs of the (i, j, c) order
+    tile = simd.tile(8, vecs, True)
+
+    @njit
+    def run(x, offs, w, y, ph, pw, pc, ri, rj, rc):
+        slab = kh * kw * nc * lanes
+        for i in range(0, kh, ph):
+            for j in range(0, kw, pw):
+                for c in range(0, nc, pc):
+                    for p in range(0, rows, 8):
+                        tile(x, i * ri + j * rj + c * rc, offs, p, w,
+                             ((i * kw + j) * nc + c) * lanes, lanes, slab, y, p * vecs * lanes,
+                             vecs * lanes, min(pc, nc - c), ph, pw, ri, rj, rc, lanes,
+                             1 if i + j + c > 0 else 0)
+
+    g = np.random.default_rng(nc)
+    h = w_ = 8
+    x = g.standard_normal(nc * (h + kh) * (w_ + kw)).astype(f32)
+    offs = np.arange(rows, dtype=np.int64)
+    rc, ri, rj = (h + kh) * (w_ + kw), w_ + kw, 1  # channel planes, as Conv2dDirect's
+    wt = g.standard_normal(vecs * kh * kw * nc * lanes).astype(f32)
+    whole, piecewise = (np.full(rows * vecs * lanes, np.nan, f32) for _ in range(2))
+    run(x, offs, wt, whole, kh, kw, nc, ri, rj, rc)
+    run(x, offs, wt, piecewise, ph, pw, pc, ri, rj, rc)
+    np.testing.assert_array_equal(piecewise, whole)
+    # and the sums are right: a float64 reference, each output a dot of its taps
+    ref = np.zeros((rows, vecs * lanes))
+    for r in range(rows):
+        for v in range(vecs):
+            for i in range(kh):
+                for j in range(kw):
+                    for c in range(nc):
+                        wv = wt[v * kh * kw * nc * lanes + ((i * kw + j) * nc + c) * lanes:][:lanes]
+                        ref[r, v * lanes:(v + 1) * lanes] += \
+                            np.float64(x[r + i * ri + j * rj + c * rc]) * wv
+    np.testing.assert_allclose(whole.reshape(rows, -1), ref, rtol=1e-4, atol=1e-3)

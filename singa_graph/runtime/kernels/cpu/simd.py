@@ -22,7 +22,11 @@ and ``l < tail`` of the last (masked loads and stores: the others are neither re
 written). Every sum is taken in the order ``(i, j, c)`` with one fused multiply-add per
 term: the result depends on neither the tile shape nor the thread that computes it.
 ``offs`` holds each row's offset into ``x``, so a tile's rows need not be evenly spaced
-(pixels that wrap to the next image row, or to the next sample). The loops over ``i``,
+(pixels that wrap to the next image row, or to the next sample). With ``more`` set the
+sums start from ``y``'s values instead of zero: a sum taken in pieces, each a run of the
+``(i, j, c)`` order, stored and reloaded between them, is the same chain of multiply-adds
+and so the same bits (conv_direct.py cuts the weights into such runs that fit the L1
+cache). The loops over ``i``,
 ``j``, ``c`` are ordinary LLVM loops; only the tile's own dimensions are unrolled.
 """
 import numpy as np
@@ -163,7 +167,7 @@ class _Args:
 
 def tile(R: int, V: int, padded: bool = False):
     """The intrinsic ``tile(x, xo, offs, p0, w, wo, wr, wv, y, yo, ys, nc, kh, kw, ri, rj, rc,
-    tail)`` described above, for ``R`` rows and ``V`` vectors (see the module's docstring).
+    tail, more)`` described above, for ``R`` rows and ``V`` vectors (see the module's docstring).
     ``x``, ``w``, ``y`` are 1-d float arrays of one dtype, ``offs`` a 1-d int64 array; all
     offsets are in elements. ``padded``: every weight vector is whole (blocks filled up
     with zeros, as Conv2dDirect's and MatMulDirect's copies are), so it is read with a
@@ -174,9 +178,9 @@ def tile(R: int, V: int, padded: bool = False):
 
     @intrinsic
     def call(typingctx, x, xo, offs, p0, w, wo, wr, wv, y, yo, ys, nc, kh, kw, ri, rj, rc,
-             tail):
+             tail, more):
         sig = types.void(x, xo, offs, p0, w, wo, wr, wv, y, yo, ys, nc, kh, kw, ri, rj, rc,
-                         tail)
+                         tail, more)
 
         def codegen(context, builder, sig, args):
             a = _Args(context, builder, sig, args, y.dtype)
@@ -193,7 +197,7 @@ def tile(R: int, V: int, padded: bool = False):
 
             xp, op, wp, yp = a.pointers(0, 2, 4, 8)
             xo_, p0_, wo_, wr_, wv_, yo_, ys_ = a.ints(1, 3, 5, 6, 7, 9, 10)
-            nc_, kh_, kw_, ri_, rj_, rc_, tail_ = a.ints(*range(11, 18))
+            nc_, kh_, kw_, ri_, rj_, rc_, tail_, more_ = a.ints(*range(11, 19))
             masks = a.vector_masks(V, tail_)
             if not padded:
                 prefetch = cgutils.get_or_insert_function(
@@ -206,9 +210,19 @@ def tile(R: int, V: int, padded: bool = False):
                 # zeroed on every call: an inlined tile runs inside its caller's loops
                 acc = [[cgutils.alloca_once(builder, vt) for _ in range(V)]
                        for _ in range(R)]
-                for r in range(R):
-                    for v in range(V):
-                        builder.store(ir.Constant(vt, [0.0] * n), acc[r][v])
+                zero = ir.Constant(vt, [0.0] * n)
+                with builder.if_else(builder.icmp_signed("!=", more_, const(0))) as (
+                        go_on, start):
+                    with go_on:  # once a tile: masked loads on AVX2 too
+                        for r in range(R):
+                            yr = builder.add(yo_, builder.mul(const(r), ys_))
+                            for v in range(V):
+                                builder.store(a.load(at(yp, builder.add(yr, const(v * n)),
+                                                        True), masks[v], zero), acc[r][v])
+                    with start:
+                        for r in range(R):
+                            for v in range(V):
+                                builder.store(zero, acc[r][v])
                 vectors = [builder.mul(const(v), wv_) for v in range(V)]
                 # the channel loop's offsets into x and w, stepped by adds
                 xa = cgutils.alloca_once(builder, _I64)
