@@ -29,6 +29,8 @@ import copy
 
 import numpy as np
 
+from .. import host
+
 __all__ = ["Derived", "Fold", "optimize_for_inference", "drop_noops", "fold_batchnorm",
            "fuse_conv_epilogues", "is_inference_graph"]
 
@@ -180,8 +182,10 @@ class Derived:
                 if short:
                     v = np.concatenate([v, np.zeros((short,) + v.shape[1:], v.dtype)])
                 v = v.reshape(v.shape[0] // self.block, self.block, *v.shape[1:])
-            values[0] = np.ascontiguousarray(np.transpose(v, self.perm))
-        return values
+            values[0] = np.transpose(v, self.perm)
+        # on cache lines: the kernels that read these (blocked conv and matmul weights)
+        # load whole vectors of them
+        return [host.aligned_copy(v) for v in values]
 
     def permute_first(self, perm, block=None):
         """Hold output 0 with its axes permuted by ``perm`` from now on (a new tensor, for

@@ -10,6 +10,7 @@ import threading
 
 import numpy as np
 
+from .. import host
 from ..errors import DeviceError
 from ..ir import bindings
 from ..ir.tensor_methods import CallableInt
@@ -79,11 +80,13 @@ class CpuDevice(Device):
     # The array protocol every device provides; plans, eager mode and the user API move
     # data only through it, so none of them needs to know where the bytes live.
     def empty(self, shape, dtype):
-        """An uninitialised array on this device."""
-        return np.empty(shape, dtype)
+        """An uninitialised array on this device, its data on a cache line (host.py)."""
+        return host.aligned_empty(shape, dtype)
 
     def zeros(self, shape, dtype):
-        return np.zeros(shape, dtype)
+        a = host.aligned_empty(shape, dtype)
+        a.fill(0)
+        return a
 
     def put(self, a, dtype=None):
         """``a`` (host data, or an array of this device) as an array of this device."""
@@ -195,9 +198,7 @@ _default = CpuDevice(0)
 
 def aligned_bytes(n: int, align: int = 64) -> np.ndarray:
     """A fresh uint8 array of ``n`` bytes whose start is ``align``-byte aligned."""
-    raw = np.empty(n + align, np.uint8)
-    start = (-raw.ctypes.data) % align
-    return raw[start:start + n]
+    return host.aligned_empty(n, np.uint8, align)
 
 
 # Eager scratch: one pool per (device, thread), so that models running eagerly in different

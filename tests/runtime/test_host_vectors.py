@@ -133,3 +133,36 @@ def test_kernels_are_correct_at_another_width(tmp_path):
     assert len(mine) == len(ref) == 2
     err = max(float(np.abs(a - b).max() / np.abs(b).max()) for a, b in zip(mine, ref))
     assert err < 1e-5
+
+
+@pytest.mark.parametrize("shape,dtype", [((), np.float32), (0, np.float64), ((3, 5), np.int64),
+                                         ((2, 7, 9), np.float32), (17, np.uint8)])
+def test_device_arrays_and_derived_weights_start_on_cache_lines(shape, dtype):
+    from singa_graph.runtime.device import CpuDevice
+
+    for a in (host.aligned_empty(shape, dtype), CpuDevice(0).empty(shape, dtype),
+              CpuDevice(0).zeros(shape, dtype), host.aligned_copy(np.ones(shape, dtype))):
+        assert a.size == 0 or a.ctypes.data % host.CACHE_LINE == 0
+        assert a.shape == (shape if isinstance(shape, tuple) else (shape,))
+        assert a.dtype == dtype and a.flags.c_contiguous and a.flags.writeable
+    assert not CpuDevice(0).zeros(shape, dtype).any()
+    assert (host.aligned_copy(np.arange(np.prod(shape), dtype=dtype).reshape(shape)) ==
+            np.arange(np.prod(shape), dtype=dtype).reshape(shape)).all()
+
+
+def test_folded_conv_weights_start_on_cache_lines():
+    # the blocked weights of Conv2dDirect (passes/inference.Derived) are loaded a vector at a
+    # time: numpy's 16-byte alignment would split every load across two lines
+    from singa_graph.passes.inference import Fold
+    from singa_graph.ir.tensor import Tensor
+
+    g = np.random.default_rng(0)
+    src = [Tensor(data=g.standard_normal(s).astype(np.float32)) for s in
+           [(24, 5, 3, 3), (24,), (24,), (24,), (24,)]]
+    var = Tensor(data=np.abs(g.standard_normal(24)).astype(np.float32) + 0.5)
+    fold = Fold(src[0], src[1], src[2], src[3], src[4], var, 1e-5)
+    blocked = fold.permute_first((0, 2, 3, 4, 1), block=16)
+    for t in (*fold.outputs, blocked):
+        assert t.data.ctypes.data % host.CACHE_LINE == 0
+    fold.refresh()
+    assert blocked.data.ctypes.data % host.CACHE_LINE == 0
