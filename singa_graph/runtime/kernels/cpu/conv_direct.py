@@ -48,14 +48,25 @@ from .loops import PARALLEL_WORK, batch_parts, bound, loops
 #: where 8 x 2 tiles spilled: squeezenet1_1's 16 -> 64 3x3 at 15x15 206 us against
 #: onnxruntime's 76 on a 2-core AMD EPYC)
 ROWS = 8 if simd.REGISTERS >= 32 else 6
+#: output pixels of a full tile of four vectors of outputs (64 float32 channels with
+#: AVX-512): 24 sums, the four weight vectors and the broadcast input in 32 registers, as
+#: onnxruntime's AVX-512 conv kernel holds them. Per multiply-add it loads 0.42 values
+#: against the 8 x 2 tile's 0.63, and on the 2-core Intel Xeon the tiles were bound by
+#: loads (one thread, 480 x 256 by 64, medians of interleaved runs: 8 x 2 151 GFLOP/s,
+#: 6 x 4 183). Only with 32 registers; with 16 only one or two rows take four vectors
+WIDE_ROWS = 6 if simd.REGISTERS >= 32 else 0
 
 
 def _tile(rows, vecs, x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail, more):
-    """The tile of ``rows`` (ROWS, 4, 2 or 1) pixels x ``vecs`` vectors (1 or 2; 4 over at
-    most two rows) (simd.tile's arguments); ``TR1`` ... ``T14`` are one family's tiles
-    (:func:`_with`)."""
+    """The tile of ``rows`` (ROWS, 4, 2 or 1) pixels x ``vecs`` vectors (1 or 2), or of
+    ``WIDE_ROWS``, 4, 2 or 1 pixels x 4 vectors (simd.tile's arguments); ``TR1`` ... ``TW4``
+    are one family's tiles (:func:`_with`)."""
     if vecs == 4:
-        if rows == 2:
+        if rows == WIDE_ROWS:
+            TW4(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail, more)
+        elif rows == 4:
+            T44(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail, more)
+        elif rows == 2:
             T24(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail, more)
         else:
             T14(x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail, more)
@@ -115,10 +126,11 @@ def _columns(x, offs, rows_, w, wstep, wr, wv, e, es, e0, nc, kh, kw, ri, rj, rc
     grouped = og < o1  # [o0, o1) spans more than the first group
     while o < o1:
         vecs = 2 if o1 - o > lanes and not grouped else 1
-        # over one or two rows, four vectors: 2 x 2 tiles held four sums, too few to hide
-        # the multiply-adds' latency (two threads, AMD EPYC, 2026-11-29: 2 x 1280 -> 1000 on
+        # four vectors: with 32 registers over any rows (:data:`WIDE_ROWS`); else over
+        # one or two rows, where 2 x 2 tiles held four sums, too few to hide the
+        # multiply-adds' latency (two threads, AMD EPYC, 2026-11-29: 2 x 1280 -> 1000 on
         # MatMulDirect's blocks 60 -> 52 us, 1 x 768 -> 1000 37 -> 28)
-        if vecs == 2 and rows_ <= 2 and o1 - o > 3 * lanes:
+        if vecs == 2 and (rows_ <= 2 or WIDE_ROWS) and o1 - o > 3 * lanes:
             vecs = 4
         tail = min(lanes, o1 - o - lanes * (vecs - 1))
         xo = min((o // og) * cg, cmax) * rc
@@ -134,7 +146,8 @@ def _columns(x, offs, rows_, w, wstep, wr, wv, e, es, e0, nc, kh, kw, ri, rj, rc
                     p = 0
                     while p < rows_:
                         left = rows_ - p
-                        rows = ROWS if left >= ROWS else (4 if left >= 4 else
+                        full = WIDE_ROWS if vecs == 4 and WIDE_ROWS else ROWS
+                        rows = full if left >= full else (4 if left >= 4 else
                                                           (2 if left >= 2 else 1))
                         _tile(rows, vecs, x, xs, offs, p, w, ws, wr, wv, e,
                               p * es + o - e0, es, cc, ph, pw, ri, rj, rc, tail, more)
@@ -160,7 +173,7 @@ def _with(fn, **names):
 def _family(padded):
     shapes = {"TR1": (ROWS, 1), "TR2": (ROWS, 2), "T41": (4, 1), "T42": (4, 2),
               "T21": (2, 1), "T22": (2, 2), "T11": (1, 1), "T12": (1, 2),
-              "T24": (2, 4), "T14": (1, 4)}
+              "T24": (2, 4), "T14": (1, 4), "T44": (4, 4), "TW4": (max(WIDE_ROWS, 1), 4)}
     return _with(_tile, **{k: simd.tile(r, v, padded) for k, (r, v) in shapes.items()})
 
 
