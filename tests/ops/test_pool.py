@@ -180,6 +180,14 @@ def _fold_max(x, k, s, p, ho, wo):
     return y
 
 
+def _assert_is_the_fold(x, k, s, p, ceil, what=""):
+    """The max pool of ``x`` equals :func:`_fold_max` bit for bit, zeros' signs included."""
+    y = eager(lambda t: ops.max_pool2d(t, k, s, p, ceil_mode=ceil), x)
+    want = _fold_max(x, k, s, p, y.shape[2], y.shape[3])
+    np.testing.assert_array_equal(y, want, err_msg=what)
+    assert (np.signbit(y) == np.signbit(want)).all(), what
+
+
 @pytest.mark.parametrize("k,s,p,ceil", [(3, 1, 1, False), (3, 2, 0, True), (5, 2, 2, False),
                                         (3, 2, 1, True)])
 def test_max_pool_keeps_the_fold_order_with_nan_and_signed_zero(k, s, p, ceil):
@@ -188,10 +196,7 @@ def test_max_pool_keeps_the_fold_order_with_nan_and_signed_zero(k, s, p, ceil):
     x[0, 0, 2, 3] = x[1, 2, 5, 0] = x[0, 1, 0, 0] = np.nan
     x[1, 1, 4:7, 4:7] = 0.0
     x[1, 1, 5, 5] = -0.0
-    y = eager(lambda t: ops.max_pool2d(t, k, s, p, ceil_mode=ceil), x)
-    want = _fold_max(x, k, s, p, y.shape[2], y.shape[3])
-    np.testing.assert_array_equal(y, want)
-    assert (np.signbit(y) == np.signbit(want)).all()
+    _assert_is_the_fold(x, k, s, p, ceil)
 
 
 @pytest.mark.parametrize("layout", ["channels last", "planes"])
@@ -216,10 +221,7 @@ def test_both_max_pool_layouts_match_the_fold_on_nan_and_zero_heavy_planes(size,
     x[g.random(x.shape) < 0.1] = np.nan
     if p * 2 > k:
         pytest.skip("padding over half the window")
-    y = eager(lambda t: ops.max_pool2d(t, k, s, p, ceil_mode=ceil), x)
-    want = _fold_max(x, k, s, p, y.shape[2], y.shape[3])
-    np.testing.assert_array_equal(y, want)
-    assert (np.signbit(y) == np.signbit(want)).all()
+    _assert_is_the_fold(x, k, s, p, ceil)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -234,10 +236,7 @@ def test_vector_rows_match_the_fold_over_several_registers(k, s, p, ceil, dtype)
     x[g.random(x.shape) < 0.3] = 0.0
     x[g.random(x.shape) < 0.15] = -0.0
     x[g.random(x.shape) < 0.1] = np.nan
-    y = eager(lambda t: ops.max_pool2d(t, k, s, p, ceil_mode=ceil), x)
-    want = _fold_max(x, k, s, p, y.shape[2], y.shape[3])
-    np.testing.assert_array_equal(y, want)
-    assert (np.signbit(y) == np.signbit(want)).all()
+    _assert_is_the_fold(x, k, s, p, ceil)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -252,10 +251,7 @@ def test_rows_of_every_width_match_the_fold(k, s, p, ceil, dtype):
         x = g.standard_normal((1, 2, k + 1, w)).astype(dtype)
         x[g.random(x.shape) < 0.2] = -0.0
         x[g.random(x.shape) < 0.05] = np.nan
-        y = eager(lambda t: ops.max_pool2d(t, k, s, p, ceil_mode=ceil), x)
-        want = _fold_max(x, k, s, p, y.shape[2], y.shape[3])
-        np.testing.assert_array_equal(y, want, err_msg=f"width {w}")
-        assert (np.signbit(y) == np.signbit(want)).all(), f"width {w}"
+        _assert_is_the_fold(x, k, s, p, ceil, f"width {w}")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -270,7 +266,4 @@ def test_output_rows_folded_in_groups_match_the_fold(k, s, p, ceil, dtype):
         x = g.standard_normal((1, 2, h, 15 + h % 3 * 8)).astype(dtype)
         x[g.random(x.shape) < 0.2] = -0.0
         x[g.random(x.shape) < 0.05] = np.nan
-        y = eager(lambda t: ops.max_pool2d(t, k, s, p, ceil_mode=ceil), x)
-        want = _fold_max(x, k, s, p, y.shape[2], y.shape[3])
-        np.testing.assert_array_equal(y, want, err_msg=f"height {h}")
-        assert (np.signbit(y) == np.signbit(want)).all(), f"height {h}"
+        _assert_is_the_fold(x, k, s, p, ceil, f"height {h}")
