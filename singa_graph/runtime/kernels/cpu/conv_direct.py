@@ -187,10 +187,13 @@ columns_in_place = _with(_columns, _tile=_family(False))
 
 @njit(cache=True, nogil=True)
 def pad_planes(x, n, p, pt, pl, hp, wp):
-    """``p[c, :hp*wp]`` = channel ``c`` of sample ``n``, zero-padded to ``hp x wp``."""
+    """``p[c, :hp*wp]`` = channel ``c`` of sample ``n``, zero-padded to ``hp x wp``. The
+    rows are copied from the sample's flat planes: indexed four ways, the copy took an
+    element at a time (2 x 64 x 15 x 15: 20 us, a tenth of the conv on the tiles)."""
     c_, h, w = x.shape[1], x.shape[2], x.shape[3]
     z = p.dtype.type(0)
-    un = uintp(n)
+    src = x[n].reshape(-1)
+    uw = uintp(w)
     end = uintp(hp * wp)
     for c in range(c_):
         row = p[c]
@@ -198,8 +201,9 @@ def pad_planes(x, n, p, pt, pl, hp, wp):
             row[q] = z
         for iy in range(h):
             b = uintp((iy + pt) * wp + pl)
-            for ix in range(w):
-                row[b + uintp(ix)] = x[un, uintp(c), uintp(iy), uintp(ix)]
+            s = uintp((c * h + iy) * w)
+            for ix in range(uw):
+                row[b + ix] = src[s + ix]
             # this row's right and the next row's left padding, never past the plane: with
             # no bottom padding, the next channel's plane (or the next part's scratch) follows
             for q in range(b + uintp(w), min(b + uintp(wp), end)):
