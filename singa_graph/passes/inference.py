@@ -158,8 +158,8 @@ class Derived:
         from ..ir.tensor import Tensor
 
         self.sources = tuple(sources)
-        self.outputs = [Tensor(data=v, device=device, requires_grad=False, name=name)
-                        for v, name in zip(self._compute(), names)]
+        self.outputs = [Tensor(data=host.aligned_copy(v), device=device, requires_grad=False,
+                               name=name) for v, name in zip(self._compute(), names)]
 
     @property
     def nbytes(self) -> int:
@@ -182,10 +182,10 @@ class Derived:
                 if short:
                     v = np.concatenate([v, np.zeros((short,) + v.shape[1:], v.dtype)])
                 v = v.reshape(v.shape[0] // self.block, self.block, *v.shape[1:])
+            # a view: the tensors made from it (:func:`host.aligned_copy`, on cache lines,
+            # as the kernels load whole vectors of them) and :meth:`refresh` copy it once
             values[0] = np.transpose(v, self.perm)
-        # on cache lines: the kernels that read these (blocked conv and matmul weights)
-        # load whole vectors of them
-        return [host.aligned_copy(v) for v in values]
+        return values
 
     def permute_first(self, perm, block=None):
         """Hold output 0 with its axes permuted by ``perm`` from now on (a new tensor, for
@@ -197,7 +197,7 @@ class Derived:
 
         old = self.outputs[0]
         self.perm, self.block = tuple(perm), block
-        self.outputs[0] = Tensor(data=self._compute()[0], device=old.device,
+        self.outputs[0] = Tensor(data=host.aligned_copy(self._compute()[0]), device=old.device,
                                  requires_grad=False, name=f"{old.name}.permuted")
         return self.outputs[0]
 

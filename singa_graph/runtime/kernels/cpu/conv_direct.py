@@ -57,7 +57,8 @@ ROWS = 8 if simd.REGISTERS >= 32 else 6
 WIDE_ROWS = 6 if simd.REGISTERS >= 32 else 0
 
 
-def _tile(rows, vecs, x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail, more):
+def _tile(rows, vecs, x, xo, offs, p0, w, wo, wr, wv, e, eo, es, nc, kh, kw, ri, rj, rc, tail,
+          more):
     """The tile of ``rows`` (ROWS, 4, 2 or 1) pixels x ``vecs`` vectors (1 or 2), or of
     ``WIDE_ROWS``, 4, 2 or 1 pixels x 4 vectors (simd.tile's arguments); ``TR1`` ... ``TW4``
     are one family's tiles (:func:`_with`)."""
@@ -136,6 +137,7 @@ def _columns(x, offs, rows_, w, wstep, wr, wv, e, es, e0, nc, kh, kw, ri, rj, rc
         xo = min((o // og) * cg, cmax) * rc
         wo = (o // lanes) * wstep
         ph, pw, pc = pieces(kh, kw, nc, vecs, rows_)
+        full = WIDE_ROWS if vecs == 4 and WIDE_ROWS else ROWS  # rows of a full tile
         for i in range(0, kh, ph):
             for j in range(0, kw, pw):
                 for c in range(0, nc, pc):
@@ -146,7 +148,6 @@ def _columns(x, offs, rows_, w, wstep, wr, wv, e, es, e0, nc, kh, kw, ri, rj, rc
                     p = 0
                     while p < rows_:
                         left = rows_ - p
-                        full = WIDE_ROWS if vecs == 4 and WIDE_ROWS else ROWS
                         rows = full if left >= full else (4 if left >= 4 else
                                                           (2 if left >= 2 else 1))
                         _tile(rows, vecs, x, xs, offs, p, w, ws, wr, wv, e,
@@ -174,7 +175,8 @@ def _family(padded):
     shapes = {"TR1": (ROWS, 1), "TR2": (ROWS, 2), "T41": (4, 1), "T42": (4, 2),
               "T21": (2, 1), "T22": (2, 2), "T11": (1, 1), "T12": (1, 2),
               "T24": (2, 4), "T14": (1, 4), "T44": (4, 4), "TW4": (max(WIDE_ROWS, 1), 4)}
-    return _with(_tile, **{k: simd.tile(r, v, padded) for k, (r, v) in shapes.items()})
+    tiles = {shape: simd.tile(*shape, padded) for shape in set(shapes.values())}  # TW4 is
+    return _with(_tile, **{k: tiles[shape] for k, shape in shapes.items()})  # T14 with AVX2
 
 
 #: :func:`_columns` on weights in blocks filled up with zeros (Conv2dDirect's, a
@@ -206,7 +208,7 @@ def pad_planes(x, n, p, pt, pl, hp, wp):
                 row[b + ix] = src[s + ix]
             # this row's right and the next row's left padding, never past the plane: with
             # no bottom padding, the next channel's plane (or the next part's scratch) follows
-            for q in range(b + uintp(w), min(b + uintp(wp), end)):
+            for q in range(b + uw, min(b + uintp(wp), end)):
                 row[q] = z
         for q in range(uintp((h + pt) * wp + pl), end):
             row[q] = z
