@@ -153,16 +153,19 @@ def test_float16_computes_in_float32_rounded_once():
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("n", [1, 9, 16, 65, 197, 5000])
 @pytest.mark.parametrize("parallel", [False, True])
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
-def test_last_axis_softmax_in_place_matches_out_of_place_and_the_reference(dt, parallel,
+def test_last_axis_softmax_in_place_matches_out_of_place_and_the_reference(dt, parallel, n,
                                                                           monkeypatch):
     # rows along the last axis run the vectorised row kernel (its in-place loop is a
-    # separate one); a plan runs it in place
+    # separate one); a plan runs it in place. Widths: the max's short and eight-chain
+    # paths, and 21 rows crossing the exponentials' block of SOFTMAX_BLOCK elements
     if parallel:
         monkeypatch.setattr(kact, "PARALLEL_ROWS", 0)
-    x = np.random.default_rng(3).standard_normal((7, 3, 197)).astype(dt) * 4
-    x[0, 0, 5] = 80.0  # a dominant entry: the shift by the max keeps exp finite
+    x = np.random.default_rng(3).standard_normal((7, 3, n)).astype(dt) * 4
+    x[0, 0, min(5, n - 1)] = 80.0  # a dominant entry: the shift by the max keeps exp finite
+    x[1, 2, n - 1] = 90.0  # ... in a row's last, odd element, after the max's eight chains
     from singa_graph.runtime.registry import bind
     op = ops.Softmax(2)
     out = np.empty_like(x)

@@ -16,7 +16,7 @@ from numba import njit, prange, uintp
 from ....errors import UnsupportedOpError
 from ....runtime import threads
 from ...registry import kernel
-from .attention import sum64
+from .attention import run_max, sum64
 from .vexp import exp as _exp
 from .loops import bound, flat_view
 
@@ -151,34 +151,47 @@ def _log_softmax_grad_row(dy, y, dx, p, i):
 SOFTMAX, LOG_SOFTMAX, SOFTMAX_GRAD, LOG_SOFTMAX_GRAD = range(4)
 
 
+# Rows of a span are taken a block at a time, a block being about this many elements (16
+# KiB of float32, so the three passes over it stay in L1): the exponentials run as one loop
+# over the whole block, not one loop a row, whose vector remainder (a 65-wide row is four
+# 16-lane vectors and one element) went scalar in every row.
+SOFTMAX_BLOCK = 4096
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def _softmax_span(x, y, inplace, r0, r1, n):
     """Softmax of the rows ``r0 .. r1-1`` of the flat ``(rows, n)`` arrays ``x`` into ``y``
-    (``inplace``: ``y`` is ``x``) in loops that LLVM vectorises: cpu/vexp.py's float32 exp
-    of the row shifted by its max, summed in float64 (:func:`.attention.sum64`), then
-    scaled. Rows are found by offset, not sliced: a slice is a reference-counted view, and
-    the threads of the parallel driver bumped one shared count for every row. A small ViT's
-    in-place softmax over (2, 4, 65, 65), two threads: 102 -> 52 us a call (2026-11-27)."""
-    for r in range(r0, r1):
-        b = uintp(r * n)  # unsigned: Numba's negative-index wrap-around kept LLVM scalar
-        m = x[b]
-        for k in range(1, n):
-            m = max(m, x[b + uintp(k)])
-        sh = y.dtype.type(m)
-        if inplace:  # one array: LLVM's overlap check between x and y sent it scalar (4x)
+    (``inplace``: ``y`` is ``x``) in loops that LLVM vectorises: each row shifted by its
+    max (:func:`.attention.run_max`), cpu/vexp.py's float32 exp of a block of rows at once,
+    the rows' sums in float64 (:func:`.attention.sum64`), then the scale. Rows are found by
+    offset, not sliced: a slice is a reference-counted view, and the threads of the
+    parallel driver bumped one shared count for every row. A small ViT's in-place softmax
+    over (2, 4, 65, 65), one thread: 63-67 -> 36-38 us a call (the max's chains and the
+    block-wide exp, 2026-12-02)."""
+    block = max(1, SOFTMAX_BLOCK // max(n, 1))
+    for q0 in range(r0, r1, block):
+        q1 = min(q0 + block, r1)
+        for r in range(q0, q1):
+            b = uintp(r * n)
+            sh = y.dtype.type(run_max(x, b, n))
+            if inplace:  # one array: LLVM's overlap check between x and y sent it scalar
+                for k in range(n):
+                    u = b + uintp(k)
+                    y[u] = y[u] - sh
+            else:
+                for k in range(n):
+                    u = b + uintp(k)
+                    y[u] = x[u] - sh
+        for u in range(uintp(q0 * n), uintp(q1 * n)):
+            y[u] = _exp(y[u])
+        for r in range(q0, q1):
+            b = uintp(r * n)
+            # the scale in the rows' dtype: scaling float32 rows by a float64 1/sum
+            # (rounding once, not twice) took a 65-wide softmax from 93 to 131 us a call
+            inv = y.dtype.type(1.0 / sum64(y, b, n))
             for k in range(n):
                 u = b + uintp(k)
-                y[u] = _exp(y[u] - sh)
-        else:
-            for k in range(n):
-                u = b + uintp(k)
-                y[u] = _exp(x[u] - sh)
-        # the scale in the rows' dtype: scaling float32 rows by a float64 1/sum (rounding
-        # once, not twice) took a 65-wide softmax from 93 to 131 us a call on 520 rows
-        inv = y.dtype.type(1.0 / sum64(y, b, n))
-        for k in range(n):
-            u = b + uintp(k)
-            y[u] = y[u] * inv
+                y[u] = y[u] * inv
 
 
 @njit(cache=True, parallel=True)
