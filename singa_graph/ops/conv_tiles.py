@@ -45,6 +45,10 @@ class Conv2dNHWC(Conv2d):
         return (cg == 1 and o == op.groups and op.stride[0] == op.stride[1]) or \
             pointwise_nhwc(op, w_shape)
 
+    def _taps(self, w_shape) -> int:
+        return w_shape[2] * w_shape[3] if self.weight_layout == "OIHW" else \
+            w_shape[0] * w_shape[1]
+
     def _nchw(self, shape):
         if len(shape) != 4:
             raise ShapeError(f"Conv2dNHWC needs a 4-d NHWC input, got {shape}")
@@ -234,6 +238,9 @@ class Conv2dDirect(Conv2d):
         # us at 16x16, batch 2, where the tiles take 175 (resnet18 5.7 -> 3.5 ms, googlenet
         # 4.4 -> 3.8); on the AMD EPYC the tiles were 10% slower there (201 against 180 us)
         return o * c * kh * kw * np.dtype(dtype).itemsize <= DIRECT_MAX_WEIGHT_BYTES
+
+    def _taps(self, w_shape) -> int:
+        return w_shape[1] * w_shape[2]  # (O/B, kh, kw, S, B)
 
     @classmethod
     def of(cls, conv, out_channels):

@@ -78,6 +78,13 @@ class MatMulDirect(Operation):
     def label(self) -> str:
         return "MatMulDirect+Add" if self.bias else "MatMulDirect"
 
+    def multiply_adds(self, x_shape, w_shape, y_shape) -> int:
+        """The multiply-adds of one call (for profiles' GFLOP/s)."""
+        n = 1
+        for d in y_shape:
+            n *= d
+        return n * x_shape[-1]
+
     def infer(self, x, w, *bias):
         blocked = self.columns is not None
         k = w.shape[1] if blocked and w.ndim == 3 else w.shape[0]

@@ -391,9 +391,12 @@ class Profile:
 def flops(node) -> float:
     """Multiply-adds x 2 of a convolution (or one of its gradients) or a matmul; 0 else."""
     t = node.type
-    if t in ("Conv2d", "Conv2dGradInput", "Conv2dGradWeight"):
+    count = getattr(node.op, "multiply_adds", None)  # Conv2d, its tiled forms, MatMulDirect
+    if count is not None and len(node.inputs) >= 2:
+        return 2.0 * count(node.inputs[0].shape, node.inputs[1].shape, node.outputs[0].shape)
+    if t in ("Conv2dGradInput", "Conv2dGradWeight"):
         w = node.inputs[1].shape if t != "Conv2dGradWeight" else node.outputs[0].shape
-        y = node.outputs[0].shape if t == "Conv2d" else node.inputs[0].shape
+        y = node.inputs[0].shape  # dy
         o, cg, kh, kw = w
         return 2.0 * y[0] * o * cg * kh * kw * y[2] * y[3]
     if t in ("MatMul", "Gemm"):

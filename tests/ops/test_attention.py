@@ -27,6 +27,22 @@ def test_layer_norm_matches_torch(shape):
     check_grad(_ln, x, g, b)
 
 
+@pytest.mark.parametrize("shape", [(130, 64), (3, 769), (4, 1)])
+@pytest.mark.parametrize("offset", [0.0, 1000.0])
+def test_float32_layer_norm_is_as_close_as_its_input(shape, offset):
+    """float32 rows are normalised in float32 (the mean rounded, then its rest): a mean
+    1000 standard deviations from zero costs no precision."""
+    x = (rng.standard_normal(shape) + offset).astype(np.float32)
+    g, b = (rng.standard_normal(shape[-1]).astype(np.float32) for _ in range(2))
+    got = eager(_ln, x, g, b)
+    x64 = x.astype(np.float64)
+    mu, var = x64.mean(-1, keepdims=True), x64.var(-1, keepdims=True)
+    ref = (x64 - mu) / np.sqrt(var + 1e-5) * g + b
+    # (x - mt) is exact near the mean; rounded once as a whole, the mean alone would be
+    # off by up to half an ulp of 1000 (3e-5 standard deviations)
+    assert np.abs(got - ref).max() <= 2e-6 * np.abs(ref).max()
+
+
 def test_layer_norm_two_normalized_axes_and_float32_plan():
     x = rng.standard_normal((3, 4, 5))
     g, b = rng.standard_normal((4, 5)), rng.standard_normal((4, 5))

@@ -102,3 +102,34 @@ def test_broadcast_rows_apply_only_to_contiguous_rows(monkeypatch):
         generate.cpu_step(GATE, [(0.0, 0.0)] * 3, [xin, s, np.array(0.5, np.float32)], out)()
         np.testing.assert_allclose(out, x / (1 + np.exp(-1.0)) + 0.5, rtol=1e-6, atol=1e-6)
     assert [m is None for m in made] == [False, True], made
+
+
+@pytest.mark.parametrize("x_shape, s_shape", [((2, 6, 5, 40), (2, 1, 1, 40)),
+                                              ((2, 40, 6, 5), (2, 40, 1, 1)),
+                                              ((65, 2, 192), (192,))])
+@pytest.mark.parametrize("program, order", [(GATE, "xs"), ((("sub", (0, 1)),), "sx")])
+def test_broadcast_rows_in_place_match_out_of_place(x_shape, s_shape, program, order,
+                                                    monkeypatch):
+    """A plan runs a broadcast in place where its big operand dies (the output is that
+    operand, kind ``y``): still as flat rows, with the same bits as out of place, with the
+    output first or second among the operands."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    s = rng.standard_normal(s_shape).astype(np.float32)
+    extra = [np.array(0.5, np.float32)] if program is GATE else []
+    values = [(0.0, 0.0)] * len(program)
+
+    def operands(big):
+        return ([big, s] if order == "xs" else [s, big]) + extra
+
+    want = np.empty_like(x)
+    generate.cpu_step(program, values, operands(x), want)()
+    made = []
+    real = generate._rows_step
+    monkeypatch.setattr(generate, "_rows_step", lambda *a: made.append(real(*a)) or made[-1])
+    y = x.copy()
+    generate.cpu_step(program, values, operands(y), y)()
+    assert made and made[0] is not None
+    np.testing.assert_array_equal(y, want)
+    ref = s - x if order == "sx" else x / (1 + np.exp(-s.astype(np.float64))) + 0.5
+    np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-6)

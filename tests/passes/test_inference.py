@@ -236,6 +236,30 @@ def test_profile_and_pictures_name_fused_nodes():
     assert "Conv2d+BatchNorm+Add+ReLU" in [n.op for n in view.nodes]
 
 
+def test_profile_counts_tiled_convs_as_the_convs_they_replace(monkeypatch):
+    """GFLOP/s in profiles: the register-tile forms (blocked or channels-last weights)
+    count the multiply-adds of the Conv2d they replaced."""
+    from singa_graph.runtime.plan import flops
+
+    x = np.random.default_rng(6).standard_normal((4, 3, 32, 32)).astype(np.float32)
+
+    def plan():
+        sg_random.seed(0)
+        m = zoo.ResNet(widths=(16, 32, 64))
+        m.compile([x], is_train=False)
+        return m.plan_for(x)
+
+    tiled = plan()
+    with monkeypatch.context() as mp:
+        mp.setattr(comp, "optimize_for_inference", lambda g, device="cpu", weight_copies=True: {})
+        plain = plan()
+    types = {n.type for n in tiled.nodes}
+    assert "Conv2dDirectNHWC" in types, types
+    counted = sorted(flops(n) for n in tiled.nodes if flops(n))
+    assert counted == sorted(flops(n) for n in plain.nodes if flops(n))
+    assert len(counted) == sum(t.startswith("Conv2d") for t in (n.type for n in plain.nodes)) + 1
+
+
 def test_bench_resnet_eval_plan_loses_batchnorms_adds_and_relus(monkeypatch):
     """The ResNet of bench/step_time.py in eval mode (batch 4 here): every BatchNorm folds,
     every residual Add and ReLU joins a convolution; outputs within the folding bound."""

@@ -156,7 +156,8 @@ def _cpu_module(program, kinds: str, extra, nest) -> str:
 def _cpu_rows_source(program, kinds: str, ndim: int) -> str:
     """:func:`_cpu_source` over flat C-contiguous arrays, for broadcasts whose innermost
     dimension every operand walks contiguously (kind ``c``) or not at all (``r``: one
-    value per row, read before the row's loop). ``st[i]`` holds operand ``i``'s element
+    value per row, read before the row's loop); kind ``y`` is the output itself, read from
+    ``y`` (see :func:`_cpu_source`). ``st[i]`` holds operand ``i``'s element
     strides over the outer dimensions (the last row: the output's). Numba types the
     strided views of :func:`_cpu_source` as arrays of any layout, whose inner loop LLVM
     left scalar: a squeeze-and-excitation gate's Mul, ``(N, H, W, C) * (N, 1, 1, C)``, at
@@ -174,7 +175,8 @@ def _cpu_rows_source(program, kinds: str, ndim: int) -> str:
         out += [f"{pad}w{i} = x{i}[o{i}]" for i, c in enumerate(kinds) if c == "r"]
         out.append(f"{pad}for j in range(shape[{outer}]):")
         body = _body(program, lambda i: f"x{i}[o{i} + uintp(j)]" if kinds[i] == "c" else
-                     f"w{i}" if kinds[i] == "r" else "", len(pad) + 4)
+                     f"w{i}" if kinds[i] == "r" else
+                     f"y[o{len(kinds)} + uintp(j)]" if kinds[i] == "y" else "", len(pad) + 4)
         return out + body + [f"{pad}    y[o{len(kinds)} + uintp(j)] = t{len(program) - 1}"]
     return _cpu_module(program, kinds, ("shape", "st"), nest)
 
@@ -324,8 +326,8 @@ def _rows_step(program, values, kinds, arrays, out, shape, cst):
     from numpy.lib.stride_tricks import as_strided
 
     isz = out.itemsize
-    flat = [a for c, a in zip(kinds, arrays) if c != "s"]
-    if len(shape) < 2 or not flat or any(c == "y" for c in kinds):
+    flat = [a for c, a in zip(kinds, arrays) if c != "s"]  # the output's own ("y") too
+    if len(shape) < 2 or not any(c == "f" for c in kinds):
         return None
     el = [tuple(v // isz for v in s) for s in cst]
     if (any(v % isz or v < 0 for s in cst for v in s) or el[-1][-1] != 1
@@ -335,8 +337,11 @@ def _rows_step(program, values, kinds, arrays, out, shape, cst):
     for a, s in zip(flat + [out], el):  # each operand's elements as one flat array
         span = 1 + sum((n - 1) * v for n, v in zip(shape, s))
         views.append(as_strided(a, (span,), (isz,), writeable=a is out))
-    inner = iter(s[-1] for s in el)
-    code = "".join("s" if c == "s" else "c" if next(inner) == 1 else "r" for c in kinds)
+    inner = iter(s[-1] for s in el)  # of the operands that are not one element
+    code = ""
+    for c in kinds:
+        step = None if c == "s" else next(inner)
+        code += c if c in "sy" else "c" if step == 1 else "r"
     source = _cpu_rows_source(program, code, len(shape))
     mod = load(source, "cpu")
     it = iter(views)

@@ -37,17 +37,25 @@ def _moments(x, b, n, shift):
 def _LN_FWD(x, scale, bias, y, mean, rstd, eps, n):
     """LayerNorm of the rows of the flat ``x`` (rows of ``n``), found by offset: slicing a
     row per iteration bumped one reference count from every thread, and the sums in four
-    scalar lanes did not vectorise (a ViT's 130 x 64 rows 17.7 -> 14.3 us a step, 2026-11-27)."""
+    scalar lanes did not vectorise (a ViT's 130 x 64 rows 17.7 -> 14.3 us a step, 2026-11-27).
+    The moments are one pass in float64 over the row shifted by its first value (which
+    keeps the variance of values far from zero free of cancellation, as a second pass
+    about the mean did); the row is normalised in its own dtype, so that the loop over it
+    vectorises without conversions (130 x 64, one thread: 11.6 -> 5.0 us, 2026-12-02):
+    the mean as its rounding ``mt`` and the rest ``ct``, subtracted one after the other, so
+    that a mean far from zero loses nothing to its rounding (x - mt is exact near it)."""
     m = mean.shape[0]
     for i in prange(m):
         b = uintp(i * n)
-        mu = _moments(x, b, n, 0.0)[0] / n
-        s, s2 = _moments(x, b, n, mu)  # two passes: var of the centred values, no cancellation
-        mu += s / n
+        first = np.float64(x[b])
+        s, s2 = _moments(x, b, n, first)
+        mu = first + s / n
         r = 1.0 / np.sqrt(max(s2 / n - (s / n) ** 2, 0.0) + eps)
+        mt, rt = x.dtype.type(mu), x.dtype.type(r)
+        ct = x.dtype.type(mu - np.float64(mt))
         for j in range(n):
             u = b + uintp(j)
-            y[u] = (x[u] - mu) * r * scale[j] + bias[j]
+            y[u] = ((x[u] - mt) - ct) * rt * scale[j] + bias[j]
         mean[i] = mu
         rstd[i] = r
 
