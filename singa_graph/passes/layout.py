@@ -15,7 +15,8 @@ onnxruntime keeps them channel-blocked:
   of channels in place, a pointwise conv is one ``(N*H*W x C) @ (C x O)`` product (over
   at most :data:`FEW_PIXELS` pixels it keeps the ``(O, C)`` weight for dot products);
 * every other conv that the register tiles can run (ResNet's, RegNet's grouped ones,
-  GoogLeNet's and SqueezeNet's 3x3 convs; any conv but an image's stem) becomes a
+  GoogLeNet's and SqueezeNet's 3x3 convs; an image's stem only where it has Conv2dDirect's
+  tiles, :func:`~singa_graph.ops.conv_tiles.stem_on_tiles`: ResNet's 7x7) becomes a
   ``Conv2dDirectNHWC`` on Conv2dDirect's blocked weight
   (:class:`~.held_weights.BlockedWeights`), as do pointwise convs that stream a large
   weight over few pixels (:data:`~.held_weights.STREAM_ROWS`): the tiles store their sums
@@ -61,7 +62,7 @@ from ..ops import formulas
 from ..ops._util import tiled
 from ..ops.conv_tiles import (DIRECT_MAX_PIXELS, DIRECT_MIN_TERMS, PLANES_MAX_CHANNELS,
                               Conv2dDirect, Conv2dDirectNHWC, Conv2dNHWC, on_planes,
-                              pointwise_nhwc)
+                              pointwise_nhwc, stem_on_tiles)
 from ..ops.pool import MaxPool2dNHWC
 from ..ops.reduce import Mean
 from ..ops.shape import Reshape, Transpose
@@ -168,11 +169,18 @@ def _dense(op, w_shape, y_shape) -> bool:
     register tiles (Conv2dDirectNHWC): the convs that Conv2dDirect can take but an image's
     stem (which keeps its own tiles, conv_planes.py, or, with too few terms for any tile,
     the im2col GEMM: squeezenet1_1's 3 -> 64 3x3 stride 2 stem took 247 us on the
-    channels-last tiles against 150 as a GEMM), over planes up to its limit. Unlike
+    channels-last tiles against 150 as a GEMM), over planes up to its limit. A stem that
+    runs on Conv2dDirect's tiles anyway (a 7x7 one, ``stem_on_tiles``) joins the chain:
+    the chain then transposes the 3-channel image rather than the pool's 64 channels, the
+    pool after the stem runs channels-last, and the tiles take a kernel row's taps and
+    channels as one run (conv_direct_last.py). resnet18, batch 2, two threads, both plans
+    in one process (2026-12-02, Intel Xeon): stem, pool and transpose 347 -> 311 and 303
+    -> 268 us. Unlike
     the NCHW pass (direct.py) it also takes convs of few terms (ResNet's strided 1x1
     shortcuts): their only other kernel would cost two transposes in the chain."""
     o, c, kh, kw = w_shape
-    return (Conv2dDirect.supports(op, w_shape, np.float32) and not on_planes(op, w_shape)
+    return (Conv2dDirect.supports(op, w_shape, np.float32)
+            and (not on_planes(op, w_shape) or stem_on_tiles(op, w_shape, y_shape))
             and y_shape[2] * y_shape[3] <= DIRECT_MAX_PIXELS
             and not (c <= PLANES_MAX_CHANNELS and c * kh * kw < DIRECT_MIN_TERMS))
 

@@ -36,6 +36,7 @@ CASES = [  # n, c, h, w, o, k, stride, pads, dilation, groups, bias, residual, a
     (2, 8, 10, 10, 16, 3, 1, (2, 2, 2, 2), 2, 1, True, False, "relu"),   # dilation
     (2, 64, 5, 5, 96, 3, 1, (1, 1, 1, 1), 1, 4, True, False, ""),        # grouped
     (1, 32, 16, 16, 32, 5, 1, (0, 0, 0, 0), 1, 1, False, False, "silu"), # no padding
+    (2, 3, 20, 18, 64, 7, 2, (3, 3, 3, 3), 1, 1, True, False, "relu"),   # a 7x7 stem
 ]
 
 
@@ -141,6 +142,32 @@ def test_fire_modules_run_as_one_channels_last_chain(stem):
         f.sources[0].copy_from_numpy(np.asarray(f.sources[0].data) * 0.5)
     plan.refresh_folded(0)
     assert not np.allclose(plan.run([x])[0], y)
+
+
+def test_a_7x7_stem_starts_the_chain():
+    """ResNet's and GoogLeNet's 7x7 stems run on the channels-last tiles (the chain then
+    transposes the 3-channel image, not the pool's 64 channels, and the pool after the
+    stem runs channels-last too); results are the NCHW plan's bit for bit."""
+    def build():
+        rng = np.random.default_rng(4)
+        w1 = _t((rng.standard_normal((64, 3, 7, 7)) / 12).astype(np.float32))
+        w2 = _t((rng.standard_normal((64, 64, 3, 3)) / 24).astype(np.float32))
+        x = Placeholder((2, 3, 32, 32), dtype=np.float32, name="x")
+        y = ops.max_pool2d(ops.relu(ops.conv2d(x, w1, None, 2, 3)), 3, 2, 1)
+        return Graph([ops.relu(ops.conv2d(y, w2, None, 1, 1))], inputs=[x])
+
+    plan = compile(build())
+    verify(plan)
+    types = [n.type for n in plan.graph.nodes]
+    assert types == ["Transpose", "Conv2dDirectNHWC", "MaxPool2dNHWC", "Conv2dDirectNHWC",
+                     "Transpose"], types
+    x = np.random.default_rng(5).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    from singa_graph.passes import layout
+    with pytest.MonkeyPatch.context() as mp:  # the same plan without the chain
+        mp.setattr(layout, "channels_last", lambda graph, *a, **k: 0)
+        plan_nchw = compile(build())
+    assert "Conv2dDirectNHWC" not in [n.type for n in plan_nchw.graph.nodes]
+    np.testing.assert_array_equal(plan.run([x])[0], plan_nchw.run([x])[0])
 
 
 def test_without_weight_copies_dense_convs_stay_nchw():

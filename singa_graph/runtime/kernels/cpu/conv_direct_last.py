@@ -69,9 +69,15 @@ def _group(x, w, y3, xt, et, ot, bias, has_bias, res3, has_res, act, alpha, beta
         s, r = q // hw, q % hw
         ot[q] = first + s * cs + ((r // wo) * sh * wp + (r % wo) * sw) * c_
     r0, r1 = n0 * hw, n1 * hw
+    # one group, no dilation along rows: a kernel row's taps and their channels are one
+    # run of kw*C inputs and of weights, in the (i, j, c) order of the sums, so the tiles
+    # take it as one loop (a 7x7 stem over 3 channels: 7 loops of 21, not 49 of 3)
+    nc, taps, rj = span, kw, dw * c_
+    if dw == 1 and span == c_:
+        nc, taps, rj = kw * c_, 1, 0
     # row p of the tiles is output row r0 + p: at (r0 + p)*O + o, so "e0" is -r0*O
-    columns(flat, ot, pixels, w, slab, lanes, slab, y3.reshape(-1), o_, -r0 * o_, span, kh,
-            kw, dh * wp * c_, dw * c_, 1, o0, o1, lanes, og, cg, c_ - span)
+    columns(flat, ot, pixels, w, slab, lanes, slab, y3.reshape(-1), o_, -r0 * o_, nc, kh,
+            taps, dh * wp * c_, rj, 1, o0, o1, lanes, og, cg, c_ - span)
     y2, res2 = y3.reshape(-1, o_), res3.reshape(-1, o_)
     rows_epilogue(y2[r0:r1, o0:o1], bias[o0:o1] if has_bias else bias, has_bias,
                   res2[r0:r1, o0:o1], has_res, act, alpha, beta, consts)
