@@ -157,7 +157,8 @@ def fuse_elementwise(graph) -> int:
     """Fuse each maximal chain of elementwise ops into one node; returns the ops removed.
 
     An op joins the op that consumes its output when that consumer is elementwise too, is
-    its only reader, writes the same shape and dtype, and the output is no graph output:
+    its only reader (or all its readers join one chain, :func:`_join_shared`), writes the
+    same shape and dtype, and the output is no graph output:
     the intermediate is then computed per element inside one kernel and never stored. The
     chain's other operands (inputs from outside, scalars, broadcast parameters) are read
     with numpy broadcasting. Runs after autodiff, so gradients were built from the original
@@ -179,6 +180,7 @@ def fuse_elementwise(graph) -> int:
         (c,) = readers.values()
         if _fusible(c) and c.outputs[0].shape == t.shape and c.outputs[0].dtype == t.dtype:
             into[n.id] = c.id
+    _join_shared(nodes, users, outputs, into)
     if not into:
         return 0
     joined = set(into.values())
@@ -196,6 +198,33 @@ def fuse_elementwise(graph) -> int:
         drop.update(m.id for m in members[:-1])
     graph.nodes = [replace.get(n.id, n) for n in nodes if n.id not in drop]
     return len(drop)
+
+
+def _join_shared(nodes, users, outputs, into) -> None:
+    """Let an elementwise op whose output several ops read join their chain when all of
+    them end up in the same one: the value is then computed once per element and used in
+    registers (the input of an exported GELU, ``x * (erf(x / sqrt 2) + 1) / 2``, read
+    twice, is the output of the bias Add before it, which stayed a step of its own:
+    ConvNeXt's six unfused bias Adds took 0.23 of its 13 ms). Producers are visited after
+    their readers, so a value shared inside a shared chain joins too."""
+    def root(i):
+        while i in into:
+            i = into[i]
+        return i
+
+    for n in reversed(nodes):
+        if n.id in into or not _fusible(n):
+            continue
+        t = n.outputs[0]
+        readers = list({m.id: m for m in users.get(id(t), [])}.values())
+        if id(t) in outputs or len(readers) < 2:
+            continue
+        if not all(_fusible(c) and c.outputs[0].shape == t.shape
+                   and c.outputs[0].dtype == t.dtype for c in readers):
+            continue
+        roots = {root(c.id) for c in readers}
+        if len(roots) == 1:
+            into[n.id] = roots.pop()
 
 
 def _fused_node(root, members):

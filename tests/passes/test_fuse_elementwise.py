@@ -43,7 +43,12 @@ def _layernorm_tail(x):
     return ops.add(ops.mul(ops.div(ops.sub(x, mean), std), gamma), beta)
 
 
+def _bias_gelu(x):  # a Linear's bias Add, then GELU: the Add's output is read twice
+    return _gelu_onnx(ops.add(x, c(np.linspace(-1, 1, 5))))
+
+
 CHAINS = {"HardSigmoid+Mul": _hardswish, "Sigmoid+Mul": _silu,
+          "Add+Div+Erf+Add+Mul+Mul": _bias_gelu,
           "Div+Erf+Add+Mul+Mul": _gelu_onnx, "Max+Min": _relu6,
           "Sub+Div+Mul+Add": _layernorm_tail}
 
@@ -77,7 +82,7 @@ def test_big_chain_runs_in_parallel_and_matches():
     np.testing.assert_array_equal(fused.run({"x": x})[0], plain.run({"x": x})[0])
 
 
-def test_intermediate_read_twice_or_fetched_is_not_fused():
+def test_intermediate_fetched_or_read_outside_the_chain_is_not_fused():
     x = sg.Placeholder((4, 3), name="x")
     s = ops.sigmoid(x)
     g = Graph([ops.mul(x, s), s], inputs=[x])  # s is an output
@@ -85,8 +90,12 @@ def test_intermediate_read_twice_or_fetched_is_not_fused():
     x = sg.Placeholder((4, 3), name="x")
     s = ops.sigmoid(x)
     g = Graph([ops.add(ops.mul(x, s), ops.sqrt(s))], inputs=[x])  # s has two readers
-    assert fuse_elementwise(g) == 2  # a tree: Mul and Sqrt both feed Add; Sigmoid stays
-    assert sorted(n.label for n in g.nodes) == ["Mul+Sqrt+Add", "Sigmoid"]
+    assert fuse_elementwise(g) == 3  # both in the chain of the Add: s joins it too
+    assert [n.label for n in g.nodes] == ["Sigmoid+Mul+Sqrt+Add"]
+    x = sg.Placeholder((4, 3), name="x")
+    s = ops.sigmoid(x)
+    g = Graph([ops.mul(x, s), ops.sqrt(s)], inputs=[x])  # readers in two chains
+    assert fuse_elementwise(g) == 0
 
 
 def test_ops_run_by_a_numpy_ufunc_on_cpu_do_not_fuse():
