@@ -80,6 +80,18 @@ MAX_ROWS = 4096
 #: on a 2-core AMD EPYC (2026-11-29), 2^12 against 2^16, small ViT 0.92/0.93, small Swin
 #: 0.93/0.96, convnext_tiny 1.00
 MIN_WEIGHT_VALUES = {64: 1 << 16, 32: 1 << 12, 16: 1 << 12}
+#: ... but over at least this many rows the tiles win with AVX-512 too, from weights of
+#: :data:`MANY_ROWS_MIN_WEIGHT_VALUES` values: one thread, against the MatMul kernel and
+#: its bias Add, one-node plans interleaved call by call (Intel Xeon, 2026-12-02): 512 x
+#: 96 x 384 (ConvNeXt's first stage at 64x64, batch 2) 553 -> 470 us, 512 x 384 x 96 534
+#: -> 496, 256 x 96 x 384 309 -> 264; two threads 0.80-0.88 of the time
+MANY_ROWS = 256
+MANY_ROWS_MIN_WEIGHT_VALUES = 1 << 12
+
+
+def _big_enough(values, rows, min_values) -> bool:
+    """Whether a weight of ``values`` values over ``rows`` rows is worth the tiles."""
+    return values >= min_values or (rows >= MANY_ROWS and values >= MANY_ROWS_MIN_WEIGHT_VALUES)
 
 
 def _product(n):
@@ -103,7 +115,8 @@ def _product(n):
 
 def direct_matmuls(graph, weight_copies: bool = True) -> int:
     """Make the products of the inference graph ``graph`` by a constant 2-d weight (of at
-    least :data:`MIN_WEIGHT_VALUES` values for the host) over at most :data:`MAX_ROWS` rows
+    least :data:`MIN_WEIGHT_VALUES` values for the host, or :data:`MANY_ROWS_MIN_WEIGHT_VALUES`
+    over :data:`MANY_ROWS` rows or more) over at most :data:`MAX_ROWS` rows
     MatMulDirect (in place; returns how many): MatMuls, with the Add of a constant bias
     that is their output's only reader, and Gemms with their ``C``. A Gemm's ``(N, K)``
     weight (``transB=1``) is read through a plan-owned copy in blocks of columns,
@@ -127,7 +140,7 @@ def direct_matmuls(graph, weight_copies: bool = True) -> int:
         rows = int(np.prod(x.shape[:-1]))
         if not (_is_leaf_with_data(w) and len(w.shape) == 2 and len(x.shape) >= 2
                 and tiled(y.dtype) and x.dtype == w.dtype
-                and rows <= MAX_ROWS and w.shape[0] * w.shape[1] >= min_values):
+                and rows <= MAX_ROWS and _big_enough(w.shape[0] * w.shape[1], rows, min_values)):
             continue
         cols = w.shape[0] if trans_w else w.shape[1]
         streamed = rows <= STREAM_ROWS and w.nbytes >= STREAM_WEIGHT_BYTES

@@ -293,6 +293,29 @@ def test_the_pass_takes_products_by_constant_weights_and_their_bias():
     np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
 
 
+@pytest.mark.parametrize("vector_bytes", [64, 32])
+def test_small_weights_go_direct_over_many_rows(vector_bytes, monkeypatch):
+    """With AVX-512 a 96 x 384 weight (under MIN_WEIGHT_VALUES) goes direct over 512 rows
+    (MANY_ROWS), not over 130; with AVX2 over both."""
+    from singa_graph import host
+
+    monkeypatch.setattr(host, "vector_bytes", lambda: vector_bytes)
+
+    def build(rows):
+        rng = np.random.default_rng(0)
+        x = Placeholder((2, rows // 2, 96), dtype=np.float32, name="x")
+        w = _t((rng.standard_normal((96, 384)) / 10).astype(np.float32))
+        return Graph([ops.add(ops.matmul(x, w), _t(np.ones(384, np.float32)))], inputs=[x])
+
+    for rows, direct in ((512, True), (130, vector_bytes < 64)):
+        plan = compile(build(rows))
+        labels = [n.op.label for n in plan.nodes]
+        assert labels == (["MatMulDirect+Add"] if direct else ["MatMul", "Add"]), (rows, labels)
+        x = np.random.default_rng(1).standard_normal((2, rows // 2, 96)).astype(np.float32)
+        y0 = compile(build(rows), fuse=False).run([x])[0]
+        np.testing.assert_allclose(plan.run([x])[0], y0, rtol=0, atol=1e-5 * np.abs(y0).max())
+
+
 def test_the_pass_takes_gemms_through_a_transposed_copy_of_their_weight():
     # an exported classifier is Gemm(x, W (N, K), C, transB=1)
     def build():
