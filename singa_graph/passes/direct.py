@@ -87,11 +87,19 @@ MIN_WEIGHT_VALUES = {64: 1 << 16, 32: 1 << 12, 16: 1 << 12}
 #: -> 496, 256 x 96 x 384 309 -> 264; two threads 0.80-0.88 of the time
 MANY_ROWS = 256
 MANY_ROWS_MIN_WEIGHT_VALUES = 1 << 12
+#: an ONNX Gemm's ``(N, K)`` weight of this many values goes direct over any rows: the
+#: Gemm kernel (BLAS on the transposed weight, then the bias) lost to the tiles on a
+#: blocked copy even over a ViT's 130 rows (two threads, one-node plans interleaved call by
+#: call, 2026-12-02: 130 x 64 x 64 32 -> 27 us, 130 x 128 x 64 48 -> 35, 130 x 64 x 192 64
+#: -> 38)
+GEMM_MIN_WEIGHT_VALUES = 1 << 12
 
 
-def _big_enough(values, rows, min_values) -> bool:
-    """Whether a weight of ``values`` values over ``rows`` rows is worth the tiles."""
-    return values >= min_values or (rows >= MANY_ROWS and values >= MANY_ROWS_MIN_WEIGHT_VALUES)
+def _big_enough(values, rows, min_values, gemm=False) -> bool:
+    """Whether a weight of ``values`` values over ``rows`` rows is worth the tiles
+    (``gemm``: an ONNX Gemm's transposed weight)."""
+    return (values >= min_values or (gemm and values >= GEMM_MIN_WEIGHT_VALUES)
+            or (rows >= MANY_ROWS and values >= MANY_ROWS_MIN_WEIGHT_VALUES))
 
 
 def _product(n):
@@ -140,7 +148,8 @@ def direct_matmuls(graph, weight_copies: bool = True) -> int:
         rows = int(np.prod(x.shape[:-1]))
         if not (_is_leaf_with_data(w) and len(w.shape) == 2 and len(x.shape) >= 2
                 and tiled(y.dtype) and x.dtype == w.dtype
-                and rows <= MAX_ROWS and _big_enough(w.shape[0] * w.shape[1], rows, min_values)):
+                and rows <= MAX_ROWS
+                and _big_enough(w.shape[0] * w.shape[1], rows, min_values, trans_w)):
             continue
         cols = w.shape[0] if trans_w else w.shape[1]
         streamed = rows <= STREAM_ROWS and w.nbytes >= STREAM_WEIGHT_BYTES

@@ -316,6 +316,21 @@ def test_small_weights_go_direct_over_many_rows(vector_bytes, monkeypatch):
         np.testing.assert_allclose(plan.run([x])[0], y0, rtol=0, atol=1e-5 * np.abs(y0).max())
 
 
+def test_a_gemms_small_weight_goes_direct_over_few_rows():
+    """An ONNX Gemm's (N, K) weight of GEMM_MIN_WEIGHT_VALUES goes direct over a ViT's 130
+    rows, through a blocked copy."""
+    def build():
+        x = Placeholder((130, 64), dtype=np.float32, name="x")
+        w = _t((np.random.default_rng(2).standard_normal((64, 64)) / 8).astype(np.float32))
+        return Graph([ops.gemm(x, w, _t(np.ones(64, np.float32)), trans_b=True)], inputs=[x])
+
+    plan = compile(build())
+    assert [n.op.label for n in plan.nodes] == ["MatMulDirect+Add"]
+    x = np.random.default_rng(3).standard_normal((130, 64)).astype(np.float32)
+    y0 = compile(build(), fuse=False).run([x])[0]
+    np.testing.assert_allclose(plan.run([x])[0], y0, rtol=0, atol=1e-5 * np.abs(y0).max())
+
+
 def test_the_pass_takes_gemms_through_a_transposed_copy_of_their_weight():
     # an exported classifier is Gemm(x, W (N, K), C, transB=1)
     def build():
