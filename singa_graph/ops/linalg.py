@@ -1,6 +1,8 @@
 """Matrix products: MatMul (batched, optional transposes), AddBias and ONNX's Gemm."""
 from __future__ import annotations
 
+import math
+
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir.op import Operation
 from ..ir.tensor import TensorSpec
@@ -80,10 +82,7 @@ class MatMulDirect(Operation):
 
     def multiply_adds(self, x_shape, w_shape, y_shape) -> int:
         """The multiply-adds of one call (for profiles' GFLOP/s)."""
-        n = 1
-        for d in y_shape:
-            n *= d
-        return n * x_shape[-1]
+        return math.prod(y_shape) * x_shape[-1]
 
     def infer(self, x, w, *bias):
         blocked = self.columns is not None

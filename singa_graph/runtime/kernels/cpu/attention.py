@@ -143,22 +143,11 @@ def _score(row, r, b, h, mask, kind, lim, scale):
     """Scale ``row[:lim]`` of the scores in place and add or apply the mask; returns the
     maximum. (Keys from ``lim`` on are cut by ``causal``.)"""
     ninf = -np.inf
-    if kind == 0:  # one vectorised pass, then the maximum in four independent lanes
+    if kind == 0:  # one vectorised pass, then the maximum in independent chains
         sc = row.dtype.type(scale)
         for c in range(lim):
             row[c] *= sc
-        m0 = m1 = m2 = m3 = ninf
-        c = 0
-        while c + 4 <= lim:
-            m0 = max(m0, row[c])
-            m1 = max(m1, row[c + 1])
-            m2 = max(m2, row[c + 2])
-            m3 = max(m3, row[c + 3])
-            c += 4
-        while c < lim:
-            m0 = max(m0, row[c])
-            c += 1
-        return max(max(m0, m1), max(m2, m3))
+        return run_max(row, 0, lim) if lim else ninf
     m = ninf
     for c in range(lim):
         s = row[c] * scale
