@@ -64,7 +64,7 @@ def _matches(signature, args) -> bool:
 def _results(outs, kind):
     """A plan's fetched arrays as the method's return value: one Tensor, or ``kind`` (the
     tuple or list type the traced method returned) of them."""
-    res = [Tensor(data=o, requires_grad=False) for o in outs]
+    res = [Tensor.holding(o) for o in outs]
     return res[0] if kind is None else kind(res)
 
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from singa_graph import device, tensor
-from singa_graph.ir import Placeholder
+from singa_graph.ir import Placeholder, Tensor
 from singa_graph.random import seed
 
 
@@ -122,3 +122,24 @@ def test_cuda_device_available_or_clear_error():
         assert "create_cpu_device" in str(e)
     else:
         assert d.kind == "cuda"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_,
+                                   np.uint8])
+def test_holding_is_the_constructor_without_the_copy(dtype):
+    # what a plan's results are wrapped in: the same tensor as Tensor(data=a,
+    # requires_grad=False), holding the array itself
+    a = (np.arange(12).reshape(3, 4) % 3).astype(dtype)
+    t, ref = Tensor.holding(a), Tensor(data=a, requires_grad=False)
+    assert t.data is a
+    for k in ("shape", "dtype", "device", "requires_grad", "stores_grad", "creator", "writes"):
+        assert getattr(t, k) == getattr(ref, k), k
+    assert t.is_concrete and t.name != ref.name
+
+
+def test_holding_falls_back_to_the_constructor():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4).T  # not C-ordered: copied
+    t = Tensor.holding(a)
+    assert t.data.flags.c_contiguous and np.array_equal(t.data, a)
+    t = Tensor.holding(np.arange(3, dtype=np.intc).astype(np.longlong))
+    assert t.dtype == np.int64
