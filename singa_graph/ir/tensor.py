@@ -103,20 +103,20 @@ class Tensor(SingaTensorMethods):
         return t
 
     @classmethod
-    def holding(cls, array, requires_grad: bool = False) -> "Tensor":
-        """A concrete tensor on the default device holding ``array`` itself (no copy),
-        which must be a C-ordered numpy array of a tensor dtype: what a plan's results
-        are. The constructor's conversions and checks, skipped here, took 28 us of a
+    def holding(cls, array) -> "Tensor":
+        """``Tensor(data=array, requires_grad=False)`` for a C-ordered numpy array of a
+        tensor dtype on a CPU default device, holding ``array`` itself: what a plan's
+        results are. The constructor's conversions and checks, skipped here, took 28 us of a
         0.8 ms inference call (mnasnet0_5, batch 2), its code gone cold from the cache
         while the kernels ran. Anything else goes through the constructor."""
         device = bindings.default_device()
         if device.kind != "cpu" or type(array) is not np.ndarray or \
                 array.dtype not in dtypes.SUPPORTED or not array.flags.c_contiguous:
-            return cls(data=array, requires_grad=requires_grad)
+            return cls(data=array, requires_grad=False)
         t = cls.__new__(cls)
         t.device, t._data, t.writes = device, array, 1
         t.shape, t.dtype = array.shape, array.dtype
-        t.creator, t.stores_grad, t.requires_grad = None, False, bool(requires_grad)
+        t.creator, t.stores_grad, t.requires_grad = None, False, False
         t.name = f"t{next(_names)}"
         return t
 
