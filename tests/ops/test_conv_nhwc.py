@@ -91,8 +91,9 @@ def test_conv_nhwc_matches_numpy(case, act, residual, bias):
 
 @pytest.mark.parametrize("case", CASES)
 def test_conv_nhwc_serial_and_parallel_twins_agree(case, monkeypatch):
-    """Small convs run on the calling thread (PARALLEL_MACS): the serial twin of each loop
-    gives the parallel one's results bit for bit."""
+    """Small convs run on the calling thread (PARALLEL_MACS, and for depthwise convs
+    SERIAL_DEPTHWISE_PIXELS): the serial twin of each loop gives the parallel one's results
+    bit for bit."""
     from singa_graph.runtime.kernels.cpu import conv_channels_last as kernels
 
     n, c, h, o, k, s, d, g = case
@@ -104,10 +105,32 @@ def test_conv_nhwc_serial_and_parallel_twins_agree(case, monkeypatch):
     if few:
         op.weight_layout = "OIHW"
     out = []
-    for macs in (0, 1 << 62):
+    for macs, pixels in ((0, -1), (1 << 62, 1 << 62)):
         monkeypatch.setattr(kernels, "PARALLEL_MACS", macs)
+        monkeypatch.setattr(kernels, "SERIAL_DEPTHWISE_PIXELS", pixels)
+        monkeypatch.setattr(kernels, "SERIAL_DEPTHWISE_VECTORS", 1 << 62)
         out.append(op(_t(x), _t(w)).data)
     np.testing.assert_array_equal(out[0], out[1])
+
+
+@pytest.mark.parametrize("c,h,k,s,parallel", [
+    (576, 2, 5, 1, False),  # 4 of 25 taps inside a 2x2 plane: a few microseconds serial
+    (288, 4, 5, 2, False),
+    (240, 4, 3, 1, False),
+    (576, 4, 3, 1, True),   # 16 pixels but 7200 vector multiply-adds
+    (72, 8, 5, 1, True),    # 128 pixels: the parallel loop wins
+    (24, 32, 3, 2, True),
+])
+def test_small_depthwise_convs_run_on_the_calling_thread(c, h, k, s, parallel):
+    from singa_graph.runtime.kernels.cpu import conv_channels_last as kernels
+
+    op = Conv2dNHWC(s, k // 2, 1, c)
+    ho = (h + 2 * (k // 2) - k) // s + 1
+    assert kernels._depthwise_parallel(op, (2, h, h, c), (k, k, 1, c), (2, ho, ho, c),
+                                       16) is parallel
+    # the taps inside, counted for one axis: a 5x5 kernel on 2 positions, padding 2
+    assert kernels._taps_inside(5, 1, 2, 1, 2, 2) == 4
+    assert kernels._taps_inside(3, 1, 1, 1, 4, 4) == 10
 
 
 @pytest.mark.parametrize("n,c,h,o", [(2, 96, 2, 200), (1, 40, 3, 70), (2, 8, 1, 1000),

@@ -131,6 +131,18 @@ _DEPTHWISE = loops(depthwise, nogil=True)
 #: net's squeeze-and-excitation blocks and last stages do a few thousand multiply-adds
 PARALLEL_MACS = 1 << 16
 
+#: depthwise convs over at most this many output pixels (all samples together), and at most
+#: :data:`SERIAL_DEPTHWISE_VECTORS` vector multiply-adds (taps inside the input only, by
+#: channel vectors), run on the calling thread. On small planes most taps of a 5x5 kernel
+#: fall in the padding, so the conv is a few microseconds of work and the parallel loop's
+#: start and join cost as much again. mnasnet0_5 in its plan, batch 2, two threads
+#: (2026-12-02, Xeon with AVX-512), parallel against serial, us: 576 channels 5x5 at 2x2
+#: 5.4 -> 3.0, 288 at 4x4 7.3 -> 2.8, 240 at 4x4 6.8 -> 5.5, 144 at 8x8 stride 2 (4x4
+#: out) 5.8 -> 5.2; over 128 pixels the parallel loop wins: 72 at 8x8 8.2 against 9.9, 48
+#: at 16x16 8.8 against 11.4, 24 at 32x32 stride 2 10.6 against 18.
+SERIAL_DEPTHWISE_PIXELS = 64
+SERIAL_DEPTHWISE_VECTORS = 1 << 12
+
 #: pointwise convs (``(C, O)`` weights) over at most this many pixels run on the register
 #: tiles (matmul_direct.product), more on OpenBLAS. Two threads, 2026-11-27, GEMM against
 #: tiles in us: 2x2 pixels at batch 2, 160 -> 1280 60 against 20 (25 for the dot products
@@ -150,6 +162,24 @@ def _tiles(op, w_shape, rows) -> bool:
 
 
 # ---------------------------------------------------------------------------- the op
+def _taps_inside(k, s, pad, dil, n_in, n_out) -> int:
+    """The taps of one axis that read inside the input, summed over the output positions."""
+    return sum(1 for o in range(n_out) for t in range(k) if 0 <= o * s - pad + t * dil < n_in)
+
+
+def _depthwise_parallel(op, x_shape, w_shape, y_shape, lanes) -> bool:
+    """Whether a channels-last depthwise conv is worth the parallel loop (see
+    :data:`SERIAL_DEPTHWISE_PIXELS`)."""
+    n, h, wi, c = x_shape
+    ho, wo = y_shape[1], y_shape[2]
+    (sh, sw), (pt, pl, _, _), (dh, dw) = op.stride, op.padding, op.dilation
+    if n * ho * wo > SERIAL_DEPTHWISE_PIXELS:
+        return n * ho * wo * c * w_shape[0] * w_shape[1] >= PARALLEL_MACS
+    taps = (_taps_inside(w_shape[0], sh, pt, dh, h, ho) *
+            _taps_inside(w_shape[1], sw, pl, dw, wi, wo))
+    return n * taps * -(-c // lanes) > SERIAL_DEPTHWISE_VECTORS
+
+
 def _depthwise_plan(op, x_shape, w_shape, y_shape):
     n, h, wi, c = x_shape
     (s, _), (pt, pl, _, _), (dh, dw) = op.stride, op.padding, op.dilation
@@ -190,7 +220,8 @@ def conv2d_nhwc(op, ins, outs, ws):
     epi = epilogue_args(op, ins, y2)
     if not pointwise_nhwc(op, (o, c, kh, kw)):
         geo, dims, parts, per = _depthwise_plan(op, x.shape, w.shape, y.shape)
-        fn = _DEPTHWISE[y.size * kh * kw >= PARALLEL_MACS]
+        fn = _DEPTHWISE[_depthwise_parallel(op, x.shape, w.shape, y.shape,
+                                            simd.lanes(y.dtype))]
         return bound(fn, x.reshape(-1), w.reshape(-1), y.reshape(-1), y2, *epi, geo,
                      dims, parts, per)
     x2 = x.reshape(-1, c)
