@@ -65,9 +65,15 @@ def bound(fn, *args):
     0.8 ms inference at batch 2). These arguments never change, so from the second call on
     the step calls that version's entry point directly; a step run once (eager mode) never
     pays for the lookup. Where no compiled version matches the arguments' exact types, the
-    dispatcher keeps doing the work."""
+    dispatcher keeps doing the work.
+
+    The step's ``direct`` attribute is ``(callable, args)``, the call it makes, once that
+    is settled (None before): a plan's hot loop calls it without the step's own frame."""
     if not isinstance(fn, Dispatcher):
-        return lambda: fn(*args)
+        def plain():
+            return fn(*args)
+        plain.direct = (fn, args)
+        return plain
     entry = None
     calls = 0
 
@@ -79,7 +85,9 @@ def bound(fn, *args):
         out = fn(*args)
         if calls == 2:
             entry = _entry_point(fn, args) or fn
+            step.direct = (entry, args)
         return out
+    step.direct = None
     return step
 
 
