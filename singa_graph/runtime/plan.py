@@ -269,7 +269,7 @@ class ExecutionPlan:
             else:
                 for fn, args in calls:
                     fn(*args)
-            return [a.copy() for a in self._fetch_arrays]
+            return self._fetch()
 
     def _settle_calls(self):
         """The steps' bare calls, or None while a step has still to settle its own."""
