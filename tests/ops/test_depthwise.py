@@ -77,17 +77,29 @@ TAPS_IN_PADDING = [(2, 20, 1, 2, 2, 7, 1, 3, 1), (1, 17, 1, 3, 2, 7, 2, 3, 1),
                    (2, 18, 1, 1, 3, 5, 1, 2, 1)]
 
 
-@pytest.mark.parametrize("layout", ["last", "last3", "planes"])
+# enough channels that the channels-innermost kernels give every part a range of each
+# sample's channels, cut at whole vectors (depthwise_channels_last.SPLIT_CHANNELS)
+WIDE = [(2, 150, 1, 6, 6, 5, 1, 2, 1), (3, 136, 1, 5, 4, 3, 2, 1, 1)]
+
+
+def _force_layout(layout, monkeypatch):
+    if layout == "last3":  # three channel ranges a sample, whatever the thread count
+        monkeypatch.setattr(depthwise.last, "split_by_channels", lambda c, parts: False)
+        monkeypatch.setattr(depthwise.last, "units_of", lambda n, c, parts: min(3, c))
+    if layout == "split":  # every sample's channels cut into one range a part
+        monkeypatch.setattr(depthwise.last, "split_by_channels", lambda c, parts: True)
+
+
+@pytest.mark.parametrize("layout", ["last", "last3", "split", "planes"])
 @pytest.mark.parametrize("case", [c for c in DEPTHWISE if c[2] == 1] +
                          [(2, 37, 1, 9, 8, 5, 2, 2, 1), (1, 40, 1, 4, 4, 3, 1, 1, 1),
-                          (3, 50, 1, 3, 3, 3, 1, 1, 1)] + TAPS_IN_PADDING)
+                          (3, 50, 1, 3, 3, 3, 1, 1, 1)] + TAPS_IN_PADDING + WIDE)
 def test_depthwise_forward_every_layout_matches_torch(case, layout, monkeypatch):
     # the channels-innermost forward (small planes) and the plane-by-plane one, each
     # forced on every shape, with channel counts that give ranges of unequal widths
     for name in ("LAST_PLANE", "LAST_PLANE_STRIDED"):
         monkeypatch.setattr(depthwise, name, 0 if layout == "planes" else 1 << 30)
-    if layout == "last3":  # three channel ranges a sample, whatever the thread count
-        monkeypatch.setattr(depthwise.last, "units_of", lambda n, c, parts: min(3, c))
+    _force_layout(layout, monkeypatch)
     x, W, b, dy, a = _case(case, np.float32)
     for bias in (b, None):
         got = eager(lambda *t: ops.conv2d(*t, stride=a[0], padding=a[1], dilation=a[2],
@@ -103,15 +115,14 @@ GRADIENT_LAYOUTS = {1: ("LAST_PLANE", "LAST_PLANE_STRIDED_DX"), 2: ("LAST_PLANE_
 
 
 @pytest.mark.parametrize("which", [1, 2], ids=["dx", "dw"])
-@pytest.mark.parametrize("layout", ["last", "last3", "planes"])
+@pytest.mark.parametrize("layout", ["last", "last3", "split", "planes"])
 @pytest.mark.parametrize("case", [c for c in DEPTHWISE if c[2] == 1] +
                          [(2, 37, 1, 4, 4, 5, 1, 2, 1), (3, 50, 1, 3, 3, 3, 1, 1, 1),
-                          (2, 37, 1, 9, 8, 5, 2, 2, 1)] + TAPS_IN_PADDING)
+                          (2, 37, 1, 9, 8, 5, 2, 2, 1)] + TAPS_IN_PADDING + WIDE)
 def test_depthwise_gradients_every_layout_match_torch(case, layout, which, monkeypatch):
     for name in GRADIENT_LAYOUTS[which]:
         monkeypatch.setattr(depthwise, name, 0 if layout == "planes" else 1 << 30)
-    if layout == "last3":
-        monkeypatch.setattr(depthwise.last, "units_of", lambda n, c, parts: min(3, c))
+    _force_layout(layout, monkeypatch)
     x, W, b, dy, a = _case(case, np.float32)
     if which == 1:
         assert depthwise._dx_is_last(ops.Conv2d(*a), W.shape, x) == (layout != "planes")
@@ -281,9 +292,11 @@ def test_unequal_strides_and_wide_groups_keep_im2col():
     assert not depthwise.direct(ops.Conv2d(1, 1, 1, 1), (8, 1, 3, 3))
 
 
-def test_channels_last_forward_does_not_depend_on_thread_count(monkeypatch):
-    # the channel ranges per sample follow the thread count; each output's sum does not
-    x, W, b, _, a = _case((1, 70, 1, 4, 4, 3, 1, 1, 1), np.float32)
+@pytest.mark.parametrize("case", [(1, 70, 1, 4, 4, 3, 1, 1, 1), (2, 150, 1, 6, 6, 5, 1, 2, 1)])
+def test_channels_last_forward_does_not_depend_on_thread_count(case, monkeypatch):
+    # the channel ranges per sample follow the thread count (150 channels: cut at whole
+    # vectors on 2 threads, by samples on 5); each output's sum does not
+    x, W, b, _, a = _case(case, np.float32)
     assert depthwise._is_last(ops.Conv2d(*a), W.shape, x)  # y is shaped like x here
     outs = []
     for n in (1, 2, 5):

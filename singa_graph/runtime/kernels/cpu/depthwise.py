@@ -149,8 +149,12 @@ def _last_plan(ins, outs):
     ``dx`` for an input gradient): its workspace is the transposed weights and a scratch
     row per part."""
     x, w, y = ins[0].shape, ins[1].shape, outs[0].shape
-    per_sample = last.units_of(x[0], x[1], _parts(x[0] * x[1]))
-    parts = _parts(x[0] * per_sample)
+    parts = _parts(x[0] * x[1])
+    if last.split_by_channels(x[1], parts):
+        per_sample = parts
+    else:
+        per_sample = last.units_of(x[0], x[1], parts)
+        parts = _parts(x[0] * per_sample)
     per = last.forward_scratch(x[1], x[2], x[3], y[2], y[3], per_sample)
     dt = np.dtype(outs[0].dtype)
     return (((w[2] * w[3] * x[1],), dt), ((parts, per), dt)), parts, per_sample
