@@ -30,13 +30,22 @@ onnxruntime keeps them channel-blocked:
   (MnasNet's), become a mean over axes 1 and 2;
 * a ``Transpose`` enters the chain where an NCHW activation comes in and leaves it where
   an NCHW reader (or a graph output) needs one; a per-channel ``(N, C, 1, 1)`` tensor has
-  the same bytes either way and passes as a ``Reshape`` (a view).
+  the same bytes either way and passes as a ``Reshape`` (a view), as does a ``(C, 1, 1)``
+  operand (a layer scale), as ``(C,)``;
+* the graph's own permutes at a chain's edges go: where a chain tensor is permuted to
+  channels-last, the permute's output becomes the chain's tensor, and where a permute back
+  to NCHW feeds the chain, the chain reads the permute's input. ConvNeXt does its blocks'
+  LayerNorms and MLPs channels-last between two such permutes, and converted it keeps
+  its whole trunk channels-last: convnext_tiny, batch 2 at 64x64, two threads, both plans
+  in one process, alternating bursts (Intel Xeon, 2026-12-02): 46 Transposes -> 2, 16.25
+  -> 15.71 ms (the 7x7 depthwise convs at 16x16 71-81 -> 60-66 us), the same bits.
 
-Stride-1 depthwise convs on large planes with few channels (:data:`PLANE_PIXELS`,
-:data:`PLANE_MAX_CHANNELS`) stay NCHW on AVX-512 processors: the plane-by-plane kernel is
+Stride-1 depthwise convs on large planes with few channels (layout_kinds.py, which holds
+the rules of what converts: :data:`~.layout_kinds.PLANE_PIXELS`,
+:data:`~.layout_kinds.PLANE_MAX_CHANNELS`) stay NCHW on AVX-512 processors: the plane-by-plane kernel is
 faster there, and where such a conv comes first (after a stem) the chain simply starts
 behind it. So do pointwise convs on large planes with few input and output channels
-(:data:`NARROW_PIXELS`, :data:`NARROW_TERMS`).
+(:data:`~.layout_kinds.NARROW_PIXELS`, :data:`~.layout_kinds.NARROW_TERMS`).
 
 A chain is converted only when it holds a dense conv, or both a depthwise and a
 pointwise conv, and at least as many depthwise and dense convs as transposes at its ends:
@@ -53,154 +62,30 @@ from __future__ import annotations
 
 import copy
 
-import numpy as np
-
-from .. import host
 from ..ir import node as _node
 from ..ir.tensor import Tensor
-from ..ops import formulas
-from ..ops._util import tiled
-from ..ops.conv_tiles import (DIRECT_MAX_PIXELS, DIRECT_MIN_TERMS, PLANES_MAX_CHANNELS,
-                              Conv2dDirect, Conv2dDirectNHWC, Conv2dNHWC, on_planes,
-                              pointwise_nhwc, stem_on_tiles)
+from ..ops.conv_tiles import Conv2dDirectNHWC, Conv2dNHWC
 from ..ops.pool import MaxPool2dNHWC
 from ..ops.reduce import Mean
 from ..ops.shape import Reshape, Transpose
-from .held_weights import STREAM_ROWS, STREAM_WEIGHT_BYTES, BlockedWeights, PermutedWeights
+from .held_weights import BlockedWeights, PermutedWeights
 from .inference import _node_like, _Uses
+from .layout_kinds import (TO_NCHW, TO_NHWC, _cancelled_entry, _cancelled_exit, _kind,
+                           _pixels, _spatial, _transpose)
 
 __all__ = ["channels_last"]
 
-TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
 HWIO = (2, 3, 1, 0)  # OIHW -> HWIO
-
-
-# ---------------------------------------------------------------------- what can go NHWC
-def _activation(t) -> bool:
-    return len(t.shape) == 4 and tiled(t.dtype)
-
-
-def _kind(n) -> str | None:
-    """``'depthwise'``, ``'pointwise'``, ``'dense'`` (a conv), ``'pool'`` (global average),
-    ``'maxpool'``, ``'concat'`` or ``'elementwise'`` for a node that has a channels-last
-    form, else None."""
-    if _spatial_mean(n):
-        return "mean"
-    if not n.outputs or not _activation(n.outputs[0]) or len(n.outputs) != 1:
-        return None
-    y = n.outputs[0]
-    if n.type == "Conv2d":
-        x, w = n.inputs[0], n.inputs[1]
-        if not (_activation(x) and w.creator is None and w.data is not None):
-            return None
-        if not Conv2dNHWC.supports(n.op, w.shape):
-            return "dense" if _dense(n.op, w.shape, y.shape) else None
-        if pointwise_nhwc(n.op, w.shape):
-            streamed = (x.shape[0] * x.shape[2] * x.shape[3] <= STREAM_ROWS
-                        and w.nbytes >= STREAM_WEIGHT_BYTES)
-            if streamed:
-                return "dense"
-            return None if _narrow_on_planes(x.shape, w.shape) else "pointwise"
-        return None if _planes_win(n.op, x.shape) else "depthwise"
-    if n.type == "GlobalAveragePool" or (n.type == "Mean" and n.op.keepdims
-                                         and tuple(n.op.axes or ()) == (2, 3)):
-        return "pool" if _activation(n.inputs[0]) else None
-    if n.type == "MaxPool2d":
-        return "maxpool" if _activation(n.inputs[0]) else None
-    if n.type == "Concat":
-        return "concat" if n.op.axis == 1 and all(map(_activation, n.inputs)) else None
-    if formulas.formula_of(n.op) is None:
-        return None
-    per_channel = (y.shape[0], y.shape[1], 1, 1)
-    for x in n.inputs:
-        if x.dtype != y.dtype and x.size != 1:
-            return None
-        if not (x.shape == y.shape or x.size == 1
-                or (len(x.shape) == 4 and x.shape in (per_channel, (1,) + per_channel[1:]))):
-            return None
-    return "elementwise"
-
-
-def _spatial_mean(n) -> bool:
-    """A mean over the planes that keeps no axes for them (MnasNet's ``x.mean([2, 3])``):
-    its ``(N, C)`` result has the same bytes in either layout, so in a chain it reads the
-    channels-last tensor as a mean over axes 1 and 2, and the chain pays no transpose at
-    its end. mnasnet0_5's, over 1280 channels at 2x2, batch 2 (AMD EPYC, 2026-11-29):
-    Transpose 3-5 us and NCHW mean 5 us, against about 1 us."""
-    if n.type != "Mean" or n.op.keepdims or len(n.inputs) != 1 or len(n.outputs) != 1:
-        return False
-    x = n.inputs[0]
-    return _activation(x) and tuple(sorted(a % 4 for a in (n.op.axes or ()))) == (2, 3)
-
-
-#: stride-1 depthwise convs on planes of at least this many pixels with fewer channels
-#: than this stay NCHW on processors with 64-byte vectors: the plane-by-plane kernel
-#: vectorises along their long rows, where the channels-last one has a short vector of
-#: channels per pixel and tap. Batch 2, two threads, Intel Xeon with AVX-512 (2026-11-27),
-#: NCHW against NHWC: 16 channels at 32x32 15 against 46 us, 32 at 32x32 27 against 31, 24
-#: at 16x16 8 against 17; 48 at 16x16 11 against 15 and 96 at 16x16 19 against 23 gain
-#: less than the two transposes they would add inside a chain. With 32-byte vectors (AVX2)
-#: the planes lost: on the AMD EPYC (Zen 3, 2026-11-28, the step alone, hot) 16 channels
-#: at 32x32 40-45 us against 26-29 (mnasnet0_5), 32 at 32x32 76-78 against 42-46
-#: (mobilenet_v2), the transpose the chain then starts with costing the same as the one it
-#: saved; there every depthwise conv joins its chain.
-PLANE_PIXELS, PLANE_MAX_CHANNELS = 256, 48
-
-
-#: pointwise convs over at least this many pixels (batch included) with at most
-#: NARROW_TERMS input times output channels stay NCHW on processors with 64-byte vectors,
-#: and a chain starts behind them. Channels-last, such a conv gives each pixel a part of one
-#: vector of outputs and a handful of terms, so the register tiles spend their time
-#: starting and storing tiles; in NCHW its pixels fill the vectors. mnasnet0_5's first
-#: pointwise convs, batch 2 at 32x32, AMD EPYC with AVX-512 (2026-11-29), one thread: 16 ->
-#: 8 27.8 against 9.8 us, 8 -> 24 32.1 / 19.4, the transpose into the chain then on 24
-#: channels 11.6 against 5.4 on 16 (65 -> 41 us in all; two threads 38 -> 31). 32 -> 16
-#: (mobilenet_v2, 512 terms) was even, so it joins its chain.
-NARROW_PIXELS, NARROW_TERMS = 1024, 256
-
-
-def _narrow_on_planes(x_shape, w_shape) -> bool:
-    return (_pixels(x_shape) >= NARROW_PIXELS and w_shape[0] * w_shape[1] <= NARROW_TERMS
-            and host.vector_bytes() >= 64)
-
-
-def _dense(op, w_shape, y_shape) -> bool:
-    """Whether a conv that is neither pointwise nor depthwise runs channels-last, on the
-    register tiles (Conv2dDirectNHWC): the convs that Conv2dDirect can take but an image's
-    stem (which keeps its own tiles, conv_planes.py, or, with too few terms for any tile,
-    the im2col GEMM: squeezenet1_1's 3 -> 64 3x3 stride 2 stem took 247 us on the
-    channels-last tiles against 150 as a GEMM), over planes up to its limit. A stem that
-    runs on Conv2dDirect's tiles anyway (a 7x7 one, ``stem_on_tiles``) joins the chain:
-    the chain then transposes the 3-channel image rather than the pool's 64 channels, the
-    pool after the stem runs channels-last, and the tiles take a kernel row's taps and
-    channels as one run (conv_direct_last.py). resnet18, batch 2, two threads, both plans
-    in one process (2026-12-02, Intel Xeon): stem, pool and transpose 347 -> 311 and 303
-    -> 268 us. Unlike
-    the NCHW pass (direct.py) it also takes convs of few terms (ResNet's strided 1x1
-    shortcuts): their only other kernel would cost two transposes in the chain."""
-    o, c, kh, kw = w_shape
-    return (Conv2dDirect.supports(op, w_shape, np.float32)
-            and (not on_planes(op, w_shape) or stem_on_tiles(op, w_shape, y_shape))
-            and y_shape[2] * y_shape[3] <= DIRECT_MAX_PIXELS
-            and not (c <= PLANES_MAX_CHANNELS and c * kh * kw < DIRECT_MIN_TERMS))
-
-
-def _planes_win(op, x_shape) -> bool:
-    return (op.stride == (1, 1) and x_shape[2] * x_shape[3] >= PLANE_PIXELS
-            and x_shape[1] < PLANE_MAX_CHANNELS and host.vector_bytes() >= 64)
-
-
-def _spatial(t) -> bool:
-    """A 4-d tensor whose NCHW and NHWC bytes differ (more than one pixel)."""
-    return len(t.shape) == 4 and t.shape[2] * t.shape[3] > 1
 
 
 def _chains(graph, kinds, uses) -> set:
     """Ids of the nodes to convert: connected groups of convertible nodes (joined by the
-    4-d tensors they pass each other) that hold a depthwise and a pointwise conv, and at
-    least as many depthwise convs (each of which would transpose its operands in NCHW) as
-    transposes at the group's ends (shufflenet's branches, one depthwise conv between two
-    channel shuffles, ran 5% slower converted)."""
+    4-d tensors they pass each other) that hold a depthwise and a pointwise conv (or a
+    dense one, or a depthwise one and a permute of the graph's own at an end), and at
+    least as many depthwise convs (each of which would transpose its operands in NCHW) and
+    such permutes (which the group removes) as transposes at the group's ends
+    (shufflenet's branches, one depthwise conv between two channel shuffles, ran 5% slower
+    converted)."""
     parent = {i: i for i in kinds}
 
     def find(i):
@@ -222,6 +107,8 @@ def _chains(graph, kinds, uses) -> set:
         members.setdefault(find(i), set()).add(k)
         transposing[find(i)] = transposing.get(find(i), 0) + (k in ("depthwise", "dense"))
     ends: dict[int, set] = {}  # group -> the spatial tensors crossing its boundary
+    # group -> the graph's own Transposes at its boundary, which the chain removes
+    cancelled: dict[int, set] = {}
     for n in graph.nodes:
         inside = n.id in kinds
         for x in n.inputs:
@@ -229,14 +116,22 @@ def _chains(graph, kinds, uses) -> set:
             if (not _spatial(x) or (c is None and x.data is not None)  # weights
                     or (c is not None and c.id in kinds) == inside):
                 continue
-            ends.setdefault(find(n.id if inside else c.id), set()).add(id(x))
+            group = find(n.id if inside else c.id)
+            if (_cancelled_entry(x) if inside else _transpose(n, TO_NHWC)):
+                cancelled.setdefault(group, set()).add(id(x))
+            else:
+                ends.setdefault(group, set()).add(id(x))
         if inside:
             for t in n.outputs:
                 if id(t) in uses.outputs and _spatial(t):
                     ends.setdefault(find(n.id), set()).add(id(t))
-    return {i for i in kinds
-            if ({"depthwise", "pointwise"} <= members[find(i)] or "dense" in members[find(i)])
-            and transposing[find(i)] >= len(ends.get(find(i), ()))}
+
+    def worth(g) -> bool:
+        gone = len(cancelled.get(g, ()))
+        return (({"depthwise", "pointwise"} <= members[g] or "dense" in members[g]
+                 or (gone and "depthwise" in members[g]))
+                and transposing[g] + gone >= len(ends.get(g, ())))
+    return {i for i in kinds if worth(find(i))}
 
 
 #: pointwise convs over at most this many pixels (batch included) whose weight is not a
@@ -258,11 +153,6 @@ def _chains(graph, kinds, uses) -> set:
 FEW_PIXELS = 16
 
 
-def _pixels(x_shape) -> int:
-    n, _, h, w = x_shape
-    return n * h * w
-
-
 def _weight_as_is(n, kind, held) -> bool:
     """Whether conv ``n`` of ``kind`` reads its OIHW weight as it is in the channels-last
     chain: a pointwise conv over few pixels (its rows are the dot products' operand),
@@ -282,6 +172,7 @@ class _Rewriter:
         self.nhwc: dict[int, Tensor] = {}  # id(NCHW tensor) -> its channels-last twin
         self.weight = PermutedWeights(graph, HWIO)
         self.blocked = BlockedWeights(graph)
+        self.dropped: set[int] = set()  # ids of the graph's Transposes the chains replace
 
     def _add(self, op, inputs, like, name, outputs=None):
         """A new node computing ``op``: new output tensors unless ``outputs`` are given."""
@@ -302,6 +193,13 @@ class _Rewriter:
         per-channel tensor, one value as it is) made now, once per tensor."""
         if id(x) in self.nhwc:
             return self.nhwc[id(x)]
+        if _cancelled_entry(x):  # x = Transpose(TO_NCHW)(y): y is its twin
+            self.nhwc[id(x)] = x.creator.inputs[0]
+            return self.nhwc[id(x)]
+        if len(x.shape) == 3:  # a per-channel (C, 1, 1) operand (_per_channel)
+            t = self._add(Reshape((x.shape[0],)), [x], n, f"{x.name}.nhwc").outputs[0]
+            self.nhwc[id(x)] = t
+            return t
         if len(x.shape) != 4:
             return x
         nn, c, h, w = x.shape
@@ -313,7 +211,8 @@ class _Rewriter:
     def leaving(self, t, t_nhwc, n):
         """Give the NCHW tensor ``t`` (read outside the chain, or a graph output) a creator
         that makes it from its twin."""
-        outside = [r for r in self.uses.readers.get(id(t), []) if r.id not in self.chosen]
+        outside = [r for r in self.uses.readers.get(id(t), [])
+                   if r.id not in self.chosen and r.id not in self.dropped]
         if not outside and id(t) not in self.uses.outputs:
             return
         nn, h, w, c = t_nhwc.shape
@@ -349,7 +248,13 @@ class _Rewriter:
                 op.axis = 3
         (t,) = n.outputs
         spec = op.infer(*ins)[0]
-        t_nhwc = Tensor.symbolic(spec.shape, spec.dtype, t.device, name=f"{t.name}.nhwc")
+        exit_ = _cancelled_exit(t, self.uses)
+        if exit_ is not None and exit_.outputs[0].shape == spec.shape:
+            # the graph's Transpose to channels-last of t: its output is t's twin
+            t_nhwc = exit_.outputs[0]
+            self.dropped.add(exit_.id)
+        else:
+            t_nhwc = Tensor.symbolic(spec.shape, spec.dtype, t.device, name=f"{t.name}.nhwc")
         self.nodes.append(_node_like(n, n, op, ins, [t_nhwc]))
         t.creator = None
         self.nhwc[id(t)] = t_nhwc
@@ -359,11 +264,19 @@ class _Rewriter:
         for n in self.graph.nodes:
             if n.id in self.chosen:
                 self.convert(n, kinds[n.id])
-            else:
+            elif n.id not in self.dropped:
                 self.nodes.append(n)
+        self.nodes = _without_unread_transposes(self.nodes, self.uses.outputs)
         self.graph.nodes = self.nodes
         self.weight.commit()
         self.blocked.commit()
+
+
+def _without_unread_transposes(nodes, outputs) -> list:
+    """``nodes`` without the Transposes out of channels-last whose output nothing reads any
+    more (the chains read their inputs instead, :func:`_cancelled_entry`)."""
+    read = {id(x) for n in nodes for x in n.inputs} | outputs
+    return [n for n in nodes if not (_transpose(n, TO_NCHW) and id(n.outputs[0]) not in read)]
 
 
 def channels_last(graph, weight_copies: bool = True) -> int:

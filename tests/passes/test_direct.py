@@ -136,8 +136,8 @@ def _small_cnn(seed=0, dtype=np.float32):
 def nchw(monkeypatch):
     """No dense convs in channels-last chains (passes/layout.py, tests/passes/
     test_layout_dense.py): the NCHW pass's own tests."""
-    from singa_graph.passes import layout
-    monkeypatch.setattr(layout, "_dense", lambda *args: False)
+    from singa_graph.passes import layout_kinds
+    monkeypatch.setattr(layout_kinds, "_dense", lambda *args: False)
 
 
 def test_converted_plan_matches_the_unoptimised_graph_and_follows_the_weights(nchw):
@@ -191,8 +191,8 @@ def test_float64_plans_keep_the_plain_kernels():
 @pytest.mark.parametrize("layout", ["nchw", "nhwc"])
 def test_grouped_convs_run_direct_on_a_spread_copy_of_their_weight(layout, monkeypatch):
     if layout == "nchw":
-        from singa_graph.passes import layout as layout_pass
-        monkeypatch.setattr(layout_pass, "_dense", lambda *args: False)
+        from singa_graph.passes import layout_kinds
+        monkeypatch.setattr(layout_kinds, "_dense", lambda *args: False)
     direct = "Conv2dDirect" if layout == "nchw" else "Conv2dDirectNHWC"
     def build():
         rng = np.random.default_rng(0)

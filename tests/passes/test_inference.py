@@ -309,9 +309,9 @@ def test_fused_depthwise_epilogue_is_bit_for_bit(act, residual, size, stride, mo
     # 4x4 and 7x7 at stride 2 run the channels-innermost forward, 9x9 the plane-by-plane one;
     # the residual's strided 1x1 conv stays on im2col (a dense conv in a channels-last chain
     # would sum on the register tiles, in another order than the unfused plan)
-    from singa_graph.passes import layout
+    from singa_graph.passes import layout_kinds
 
-    monkeypatch.setattr(layout, "_dense", lambda *args: False)
+    monkeypatch.setattr(layout_kinds, "_dense", lambda *args: False)
     x = np.random.default_rng(1).standard_normal((2, 20, size, size)).astype(np.float32)
     p1, p0, y, y0 = _pair(_depthwise_chain(act, residual, size, stride), x)
     np.testing.assert_array_equal(y, y0)

@@ -82,7 +82,7 @@ def test_without_batchnorms_the_optimised_model_is_bit_for_bit(name, fused, monk
     if name == "mobilenet_v2":  # one chain to the pool: one transpose in, none out
         types = Counter(n.type for n in nhwc_plan.nodes)
         # the stem and, with 64-byte vectors, the first depthwise conv (32 channels at
-        # 16x16, stride 1: faster on planes there, layout.PLANE_MAX_CHANNELS) stay NCHW
+        # 16x16, stride 1: faster on planes there, layout_kinds.PLANE_MAX_CHANNELS) stay NCHW
         planes = host.vector_bytes() >= 64
         # (the last pointwise convs, over few pixels with large weights, on the dense tiles)
         assert types["Conv2dNHWC"] + types["Conv2dDirectNHWC"] == 51 - planes, types

@@ -204,6 +204,67 @@ def test_narrow_pointwise_convs_on_large_planes_stay_nchw(vector_bytes, monkeypa
     np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
 
 
+def _convnext_stage(seed=7):
+    """Two ConvNeXt blocks and a downsampling conv: each block a depthwise 7x7 conv, a
+    permute to channels-last, LayerNorm and an MLP on the channels, a permute back, a
+    ``(C, 1, 1)`` layer scale and the residual add (torchvision's CNBlock)."""
+    def build():
+        c = _weights(seed)
+        x = Placeholder((2, 16, 6, 6), name="x")
+
+        def block(y, ch):
+            z = ops.conv2d(y, c(ch, 1, 7, 7), c(ch), 1, 3, groups=ch)
+            z = ops.transpose(z, (0, 2, 3, 1))
+            z = ops.layer_norm(z, _t(np.ones(ch, np.float32)), c(ch))
+            z = ops.gelu(ops.add(ops.matmul(z, c(ch, 4 * ch)), c(4 * ch)))
+            z = ops.add(ops.matmul(z, c(4 * ch, ch)), c(ch))
+            z = ops.transpose(z, (0, 3, 1, 2))
+            return ops.add(ops.mul(c(ch, 1, 1), z), y)
+
+        y = block(block(x, 16), 16)
+        y = ops.conv2d(y, c(32, 16, 2, 2), c(32), 2, 0)  # downsampling, a dense conv
+        y = block(y, 32)
+        return Graph([ops.flatten(ops.global_average_pool(y))], inputs=[x])
+    return build
+
+
+def test_a_chain_takes_the_place_of_the_graphs_own_permutes():
+    """ConvNeXt permutes to channels-last after each depthwise conv and back before the
+    residual add: in a chain the permutes go (the chain's tensors are channels-last
+    already), the depthwise convs and the layer scale run channels-last, and only the
+    input's Transpose into the chain is left."""
+    build = _convnext_stage()
+    plan, plan0 = compile(build()), compile(build(), fuse=False)
+    verify(plan)
+    types = [n.type for n in plan.graph.nodes]
+    assert types.count("Transpose") == 1 and types.count("Conv2dNHWC") == 3
+    assert "Conv2d" not in types
+    x = np.random.default_rng(8).standard_normal((2, 16, 6, 6)).astype(np.float32)
+    (y,), (y0,) = plan.run([x]), plan0.run([x])
+    np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
+
+
+def test_a_permute_whose_output_is_also_read_in_nchw_stays():
+    # the chain reads the permute's input; the permute stays for its other reader
+    def build():
+        c = _weights(9)
+        x = Placeholder((2, 8, 5, 5), name="x")
+        z = ops.transpose(ops.conv2d(x, c(8, 1, 3, 3), c(8), 1, 1, groups=8), (0, 2, 3, 1))
+        z = ops.transpose(ops.add(ops.matmul(z, c(8, 8)), c(8)), (0, 3, 1, 2))
+        y = ops.conv2d(ops.relu(z), c(8, 1, 3, 3), c(8), 1, 1, groups=8)
+        return Graph([ops.flatten(ops.global_average_pool(y)), z], inputs=[x])
+
+    plan, plan0 = compile(build()), compile(build(), fuse=False)
+    verify(plan)
+    perms = [n.op.perm for n in plan.graph.nodes if n.type == "Transpose"]
+    assert sorted(map(tuple, perms)) == [(0, 2, 3, 1), (0, 3, 1, 2)]  # into the chain; z
+    (relu,) = [n for n in plan.graph.nodes if n.type == "ReLU"]
+    assert relu.inputs[0].shape == (2, 5, 5, 8)  # reads the permute's input
+    x = np.random.default_rng(10).standard_normal((2, 8, 5, 5)).astype(np.float32)
+    for y, y0 in zip(plan.run([x]), plan0.run([x])):
+        np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
+
+
 def test_chains_without_depthwise_convs_stay_nchw():
     plan = compile(_mobile_block(depthwise=False)())
     assert not any(n.type == "Conv2dNHWC" for n in plan.graph.nodes)
