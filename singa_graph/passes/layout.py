@@ -40,12 +40,13 @@ onnxruntime keeps them channel-blocked:
   in one process, alternating bursts (Intel Xeon, 2026-12-02): 46 Transposes -> 2, 16.25
   -> 15.71 ms (the 7x7 depthwise convs at 16x16 71-81 -> 60-66 us), the same bits.
 
-Stride-1 depthwise convs on large planes with few channels (layout_kinds.py, which holds
-the rules of what converts: :data:`~.layout_kinds.PLANE_PIXELS`,
-:data:`~.layout_kinds.PLANE_MAX_CHANNELS`) stay NCHW on AVX-512 processors: the plane-by-plane kernel is
-faster there, and where such a conv comes first (after a stem) the chain simply starts
-behind it. So do pointwise convs on large planes with few input and output channels
-(:data:`~.layout_kinds.NARROW_PIXELS`, :data:`~.layout_kinds.NARROW_TERMS`).
+The rules of what converts live in layout_kinds.py. Stride-1 depthwise convs on large
+planes with few channels (:data:`~.layout_kinds.PLANE_PIXELS`,
+:data:`~.layout_kinds.PLANE_MAX_CHANNELS`) stay NCHW on AVX-512 processors: the
+plane-by-plane kernel is faster there, and where such a conv comes first (after a stem)
+the chain simply starts behind it. So do pointwise convs on large planes with few input
+and output channels (:data:`~.layout_kinds.NARROW_PIXELS`,
+:data:`~.layout_kinds.NARROW_TERMS`).
 
 A chain is converted only when it holds a dense conv, or both a depthwise and a
 pointwise conv, and at least as many depthwise and dense convs as transposes at its ends:
