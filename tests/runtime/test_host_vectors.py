@@ -166,3 +166,49 @@ def test_folded_conv_weights_start_on_cache_lines():
         assert t.data.ctypes.data % host.CACHE_LINE == 0
     fold.refresh()
     assert blocked.data.ctypes.data % host.CACHE_LINE == 0
+
+
+def _features_after_import(**env):
+    """Numba's ``config.CPU_FEATURES`` in a fresh process after ``import singa_graph``
+    (``env`` set, ``NUMBA_CPU_FEATURES`` unset unless given), and a setting made in
+    ``numba.config`` by hand before it, which must survive the next compile."""
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("NUMBA_CPU_FEATURES", "SINGA_GRAPH_VECTOR_BYTES")}
+    code = ("from numba.core import config; config.FORCE_CUDA_CC = (9, 0)\n"
+            "import singa_graph, numba, numpy\n"
+            "numba.njit(lambda a: a + 1)(numpy.ones(2))\n"
+            "assert config.FORCE_CUDA_CC == (9, 0)\n"
+            "print(config.CPU_FEATURES or '')")
+    out = subprocess.run([sys.executable, "-c", code], env=dict(clean, **env),
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+
+
+def test_loops_vectorise_with_whole_avx512_registers():
+    # LLVM's tuning for AVX-512 Intel cores prefers 256-bit vectors in its own loops; the
+    # import turns that off where the host has AVX-512, and leaves any choice of the user's
+    from numba.core.codegen import get_host_cpu_features
+
+    avx512 = "+avx512f" in get_host_cpu_features().split(",")
+    set_ = _features_after_import()
+    assert set_.endswith(",-prefer-256-bit") == avx512
+    assert _features_after_import(NUMBA_CPU_FEATURES="+avx2,+fma") == "+avx2,+fma"
+    assert _features_after_import(SINGA_GRAPH_VECTOR_BYTES="32") == ""
+
+
+def test_whole_vectors_reach_the_generated_loops():
+    from numba import njit
+
+    from singa_graph.host import vector_bytes
+
+    @njit(error_model="numpy")
+    def axpy(x):
+        for i in range(x.size):
+            x[i] = x[i] * np.float32(2) + np.float32(1)
+
+    axpy(np.zeros(256, np.float32))
+    asm = axpy.inspect_asm(axpy.signatures[0])
+    from numba.core import config
+
+    assert ("zmm" in asm) == (vector_bytes() == 64
+                              and (config.CPU_FEATURES or "").endswith("-prefer-256-bit"))
