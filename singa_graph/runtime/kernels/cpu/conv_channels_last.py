@@ -34,7 +34,7 @@ from ...registry import carve, carved_bytes, kernel
 from . import blas, matmul_direct, simd
 from .depthwise_channels_last import tiled_taps, unit_channels, units_of
 from .dots import FAST, block_of, products
-from .epilogue import epilogue_args, rows_epilogue
+from .epilogue import epilogue_args, rows_epilogue, rows_range_epilogue
 from .loops import bound, loops
 from .pointwise import MIN_CHANNELS
 
@@ -112,13 +112,8 @@ def depthwise(x, wt, y, y2, bias, has_bias, res2, has_res, act, alpha, beta, con
             tiled_taps(y, x, wt, c_, 0, bias, 0, has_bias, geo, dims, n, c0, c1)
             if not (has_res or act):
                 continue
-            p0, p1 = n * pw, (n + 1) * pw
-            if per_sample == 1:  # whole rows: contiguous, so the epilogue's loops vectorise
-                rows_epilogue(y2[p0:p1], bias, False, res2[p0:p1], has_res, act, alpha,
-                              beta, consts)
-            else:
-                rows_epilogue(y2[p0:p1, c0:c1], bias, False, res2[p0:p1, c0:c1], has_res,
-                              act, alpha, beta, consts)
+            rows_range_epilogue(y2, res2, n * pw, (n + 1) * pw, c0, c1, bias, False,
+                                has_res, act, alpha, beta, consts)
 
 
 _GEMM = loops(pointwise_gemm, nogil=True)

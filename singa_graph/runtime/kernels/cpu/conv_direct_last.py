@@ -17,7 +17,7 @@ from numba import njit, uintp
 from ...registry import kernel
 from . import conv_direct
 from .conv_direct import columns
-from .epilogue import rows_epilogue
+from .epilogue import rows_range_epilogue
 from .loops import loops
 
 
@@ -78,9 +78,8 @@ def _group(x, w, y3, xt, et, ot, bias, has_bias, res3, has_res, act, alpha, beta
     # row p of the tiles is output row r0 + p: at (r0 + p)*O + o, so "e0" is -r0*O
     columns(flat, ot, pixels, w, slab, lanes, slab, y3.reshape(-1), o_, -r0 * o_, nc, kh,
             taps, dh * wp * c_, rj, 1, o0, o1, lanes, og, cg, c_ - span)
-    y2, res2 = y3.reshape(-1, o_), res3.reshape(-1, o_)
-    rows_epilogue(y2[r0:r1, o0:o1], bias[o0:o1] if has_bias else bias, has_bias,
-                  res2[r0:r1, o0:o1], has_res, act, alpha, beta, consts)
+    rows_range_epilogue(y3.reshape(-1, o_), res3.reshape(-1, o_), r0, r1, o0, o1, bias,
+                        has_bias, has_res, act, alpha, beta, consts)
 
 
 _FORWARD = loops(conv_direct.variant(conv_direct._forward, "_last", _group=_group,

@@ -167,3 +167,23 @@ def rows_epilogue(y, bias, has_bias, res, has_res, act, alpha, beta, k):
     """:func:`conv_epilogue` on a channels-last ``(P, O)`` block (pixels x output
     channels): the same steps, with ``bias[o]`` added along each row."""
     block_epilogue(y, bias, has_bias, False, res, has_res, act, alpha, beta, k)
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def rows_range_epilogue(y2, res2, r0, r1, o0, o1, bias, has_bias, has_res, act, alpha, beta,
+                        k):
+    """:func:`rows_epilogue` on rows ``[r0, r1)`` and columns ``[o0, o1)`` of the
+    channels-last ``(P, O)`` outputs ``y2`` and ``res2`` (C-contiguous), ``bias`` all ``O``
+    of them: whole rows as one block, a range of columns row by row.
+
+    Numba types a slice of both axes, ``y2[r0:r1, o0:o1]``, as strided both ways, and the
+    epilogue's loops over it ran scalar: squeezenet1_1's stem on the channels-last tiles,
+    961 x 64 with bias and ReLU, one thread (Intel Xeon, 2026-12-02), 57 us against 11
+    for the same rows as a contiguous block. A row's range of columns is contiguous."""
+    b = bias[o0:o1] if has_bias else bias
+    if o0 == 0 and o1 == y2.shape[1]:
+        rows_epilogue(y2[r0:r1], b, has_bias, res2[r0:r1], has_res, act, alpha, beta, k)
+        return
+    for r in range(r0, r1):
+        rows_epilogue(y2[r, o0:o1].reshape(1, o1 - o0), b, has_bias,
+                      res2[r, o0:o1].reshape(1, o1 - o0), has_res, act, alpha, beta, k)

@@ -25,7 +25,7 @@ from ....runtime import threads
 from ...registry import carve, carved_bytes, kernel
 from . import simd
 from .conv_direct import SPLIT_WEIGHT_BYTES, columns, columns_in_place
-from .epilogue import act_args, rows_epilogue
+from .epilogue import act_args, rows_range_epilogue
 from .loops import PARALLEL_WORK, bound, loops
 
 
@@ -65,15 +65,8 @@ def product(x, w, y, offs, bias, has_bias, res, has_res, act, alpha, beta, const
             else:
                 columns_in_place(xf, offs[b0:], b1 - b0, w, wstep, wrow, wvec, yf[b0 * n_:],
                                  n_, 0, k_, 1, 1, 0, 0, 1, o0, o1, lanes, n_, 0, 0)
-            if by_rows:  # whole rows: contiguous, so the epilogue's loops vectorise
-                rows_epilogue(y[b0:b1], bias, has_bias, res[b0:b1], has_res, act, alpha,
-                              beta, consts)
-            else:  # row by row: a row's range of columns is contiguous
-                for r in range(b0, b1):
-                    rows_epilogue(y[r, o0:o1].reshape(1, o1 - o0),
-                                  bias[o0:o1] if has_bias else bias, has_bias,
-                                  res[r, o0:o1].reshape(1, o1 - o0), has_res, act, alpha,
-                                  beta, consts)
+            rows_range_epilogue(y, res, b0, b1, o0, o1, bias, has_bias, has_res, act,
+                                alpha, beta, consts)
 
 
 PRODUCT = loops(product, error_model="numpy")
