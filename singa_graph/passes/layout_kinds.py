@@ -130,23 +130,28 @@ def _narrow_on_planes(x_shape, w_shape) -> bool:
 
 def _dense(op, w_shape, y_shape) -> bool:
     """Whether a conv that is neither pointwise nor depthwise runs channels-last, on the
-    register tiles (Conv2dDirectNHWC): the convs that Conv2dDirect can take but an image's
-    stem (which keeps its own tiles, conv_planes.py, or, with too few terms for any tile,
-    the im2col GEMM: squeezenet1_1's 3 -> 64 3x3 stride 2 stem took 247 us on the
-    channels-last tiles against 150 as a GEMM), over planes up to its limit. A stem that
-    runs on Conv2dDirect's tiles anyway (a 7x7 one, ``stem_on_tiles``) joins the chain:
-    the chain then transposes the 3-channel image rather than the pool's 64 channels, the
-    pool after the stem runs channels-last, and the tiles take a kernel row's taps and
-    channels as one run (conv_direct_last.py). resnet18, batch 2, two threads, both plans
-    in one process (2026-12-02, Intel Xeon): stem, pool and transpose 347 -> 311 and 303
-    -> 268 us. Unlike
-    the NCHW pass (direct.py) it also takes convs of few terms (ResNet's strided 1x1
+    register tiles (Conv2dDirectNHWC): the convs that Conv2dDirect can take, over planes up
+    to its limit, and an image's stem where it has no tiles of its own or has Conv2dDirect's
+    anyway. A stem that runs on Conv2dDirect's tiles (a 7x7 one, ``stem_on_tiles``) joins
+    the chain: the chain then transposes the 3-channel image rather than the pool's 64
+    channels, the pool after the stem runs channels-last, and the tiles take a kernel row's
+    taps and channels as one run (conv_direct_last.py). resnet18, batch 2, two threads,
+    both plans in one process (2026-12-02, Intel Xeon): stem, pool and transpose 347 -> 311
+    and 303 -> 268 us. So does a stem of too few terms for the NCHW tiles and too many
+    outputs for the output-row tiles (squeezenet1_1's 3 -> 64 3x3 stride 2, an im2col GEMM
+    in NCHW) on processors with 32 vector registers: its kernel row is a run of 9 values
+    here. The step alone, hot, two threads (Intel Xeon, 2026-12-02): conv 39-44 against the
+    GEMM's 45-47 us, the max pool after it 7-8 against 20-22, the transpose into the chain
+    on the image 6 against 4; the whole model 0.94x (both plans in one process, alternating
+    bursts). (Before the epilogue ran on contiguous rows, the tiles took 247 us there.)
+    Unlike the NCHW pass (direct.py) it also takes convs of few terms (ResNet's strided 1x1
     shortcuts): their only other kernel would cost two transposes in the chain."""
     o, c, kh, kw = w_shape
+    few_terms = c <= PLANES_MAX_CHANNELS and c * kh * kw < DIRECT_MIN_TERMS
     return (Conv2dDirect.supports(op, w_shape, np.float32)
             and (not on_planes(op, w_shape) or stem_on_tiles(op, w_shape, y_shape))
             and y_shape[2] * y_shape[3] <= DIRECT_MAX_PIXELS
-            and not (c <= PLANES_MAX_CHANNELS and c * kh * kw < DIRECT_MIN_TERMS))
+            and not (few_terms and host.vector_registers() < 32))
 
 
 def _planes_win(op, x_shape) -> bool:

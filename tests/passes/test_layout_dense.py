@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from singa_graph import ops
+from singa_graph import host, ops
 from singa_graph.ir import Graph, Placeholder
 from singa_graph.ir.tensor import Tensor
 from singa_graph.ops.conv_tiles import Conv2dDirect, Conv2dDirectNHWC
@@ -94,9 +94,10 @@ def test_nhwc_ops_refuse_what_they_cannot_run():
 
 # ---------------------------------------------------------------------- the pass
 def _fire_net(seed=0, size=32, stem=32):
-    """squeezenet1_1's pattern: a stem conv (stays NCHW: on the plane tiles for ``stem``
-    <= 32 output channels, else, having 27 terms, on the im2col GEMM), ceil-mode max
-    pools, fire modules (a 1x1 squeeze, 1x1 and 3x3 expands joined by a Concat), a global pool."""
+    """squeezenet1_1's pattern: a stem conv (stays NCHW on the plane tiles for ``stem``
+    <= 32 output channels; with more, having 27 terms, it joins the chain on processors
+    with 32 vector registers and stays on the im2col GEMM elsewhere), ceil-mode max pools,
+    fire modules (a 1x1 squeeze, 1x1 and 3x3 expands joined by a Concat), a global pool."""
     def build():
         rng = np.random.default_rng(seed)
 
@@ -120,23 +121,32 @@ def _fire_net(seed=0, size=32, stem=32):
     return build
 
 
-@pytest.mark.parametrize("stem", [32, 64])
-def test_fire_modules_run_as_one_channels_last_chain(stem):
+@pytest.mark.parametrize("stem,registers", [(32, 32), (64, 32), (64, 16)])
+def test_fire_modules_run_as_one_channels_last_chain(stem, registers, monkeypatch):
+    monkeypatch.setattr(host, "vector_registers", lambda: registers)
     build = _fire_net(stem=stem)
     plan, plan0 = compile(build()), compile(build(), fuse=False)
     verify(plan)
     types = [n.type for n in plan.graph.nodes]
-    # the stem and the max pool after it stay NCHW: the chain's one Transpose moves the
-    # pool's smaller output
-    assert types[:3] == ["Conv2d", "MaxPool2d", "Transpose"], types
-    assert types.count("Conv2dDirectNHWC") == 3 and types.count("MaxPool2dNHWC") == 1, types
-    assert types.count("Transpose") == 1 and types.count("Conv2d") == 1, types
+    if stem == 64 and registers == 32:
+        # the stem joins the chain: its one Transpose moves the 3-channel image, and the
+        # max pool after the stem runs channels-last
+        assert types[:3] == ["Transpose", "Conv2dDirectNHWC", "MaxPool2dNHWC"], types
+        assert types.count("Conv2dDirectNHWC") == 4 and types.count("Conv2d") == 0, types
+        assert types.count("MaxPool2dNHWC") == 2, types
+    else:
+        # the stem and the max pool after it stay NCHW: the chain's one Transpose moves
+        # the pool's smaller output
+        assert types[:3] == ["Conv2d", "MaxPool2d", "Transpose"], types
+        assert types.count("Conv2dDirectNHWC") == 3 and types.count("Conv2d") == 1, types
+        assert types.count("MaxPool2dNHWC") == 1, types
+    assert types.count("Transpose") == 1, types
     assert all(n.op.axis == 3 for n in plan.graph.nodes if n.type == "Concat")
     x = np.random.default_rng(1).standard_normal((2, 3, 32, 32)).astype(np.float32)
     y, y0 = plan.run([x])[0], plan0.run([x])[0]
     np.testing.assert_allclose(y, y0, rtol=0, atol=1e-5 * np.abs(y0).max())
     blocked = [f for f in plan.folds if isinstance(f, Permuted) and f.block]
-    assert len(blocked) == 3
+    assert len(blocked) == types.count("Conv2dDirectNHWC")
     plan.refresh_folded(0)
     for f in blocked:  # new weights through the Tensor API: the plan must see them
         f.sources[0].copy_from_numpy(np.asarray(f.sources[0].data) * 0.5)
