@@ -1,50 +1,51 @@
-"""The fused LSTM cell and its gradient: one Numba loop over (N, H) each."""
-import math
+"""The fused LSTM cell and its gradient: one Numba loop over (N, H) each.
 
+The gates are the Sigmoid and Tanh ops' formulas (ops/formulas.py, compiled by
+:func:`..generate.compiled_formulas`), computed in the cell's dtype with the formulas'
+constants ``k``, as the CUDA kernels compute them."""
 from numba import njit
 
+from ....ops import formulas
 from ...registry import kernel
+from ..generate import compiled_formulas
 from .activation import contiguous
 
-
-@njit(cache=True)
-def _sig(v):
-    if v >= 0:
-        return 1.0 / (1.0 + math.exp(-v))
-    e = math.exp(v)
-    return e / (1.0 + e)
+_f = compiled_formulas(("sigmoid", "tanh"), "cpu")
+_sigmoid, _tanh = _f.sigmoid, _f.tanh
 
 
 @njit(cache=True)
-def _cell(pre, c, h, c_new):
+def _cell(pre, c, h, c_new, k):
     n, hid = c.shape
+    z = k[0]
     for r in range(n):
-        for k in range(hid):
-            i = _sig(pre[r, k])
-            f = _sig(pre[r, hid + k])
-            o = _sig(pre[r, 2 * hid + k])
-            g = math.tanh(pre[r, 3 * hid + k])
-            cn = f * c[r, k] + i * g
-            c_new[r, k] = cn
-            h[r, k] = o * math.tanh(cn)
+        for j in range(hid):
+            i = _sigmoid(pre[r, j], z, z, k)
+            f = _sigmoid(pre[r, hid + j], z, z, k)
+            o = _sigmoid(pre[r, 2 * hid + j], z, z, k)
+            g = _tanh(pre[r, 3 * hid + j], z, z, k)
+            cn = f * c[r, j] + i * g
+            c_new[r, j] = cn
+            h[r, j] = o * _tanh(cn, z, z, k)
 
 
 @njit(cache=True)
-def _cell_grad(pre, c, c_new, dh, dc_new, dpre, dc):
+def _cell_grad(pre, c, c_new, dh, dc_new, dpre, dc, k):
     n, hid = c.shape
+    z, one = k[0], k[2]
     for r in range(n):
-        for k in range(hid):
-            i = _sig(pre[r, k])
-            f = _sig(pre[r, hid + k])
-            o = _sig(pre[r, 2 * hid + k])
-            g = math.tanh(pre[r, 3 * hid + k])
-            t = math.tanh(c_new[r, k])
-            d = dh[r, k] * o * (1.0 - t * t) + dc_new[r, k]  # total gradient of c'
-            dpre[r, k] = d * g * i * (1.0 - i)
-            dpre[r, hid + k] = d * c[r, k] * f * (1.0 - f)
-            dpre[r, 2 * hid + k] = dh[r, k] * t * o * (1.0 - o)
-            dpre[r, 3 * hid + k] = d * i * (1.0 - g * g)
-            dc[r, k] = d * f
+        for j in range(hid):
+            i = _sigmoid(pre[r, j], z, z, k)
+            f = _sigmoid(pre[r, hid + j], z, z, k)
+            o = _sigmoid(pre[r, 2 * hid + j], z, z, k)
+            g = _tanh(pre[r, 3 * hid + j], z, z, k)
+            t = _tanh(c_new[r, j], z, z, k)
+            d = dh[r, j] * o * (one - t * t) + dc_new[r, j]  # total gradient of c'
+            dpre[r, j] = d * g * i * (one - i)
+            dpre[r, hid + j] = d * c[r, j] * f * (one - f)
+            dpre[r, 2 * hid + j] = dh[r, j] * t * o * (one - o)
+            dpre[r, 3 * hid + j] = d * i * (one - g * g)
+            dc[r, j] = d * f
 
 
 @kernel("LSTMCell")
@@ -52,7 +53,8 @@ def _cell_grad(pre, c, c_new, dh, dc_new, dpre, dc):
 def lstm_cell(op, ins, outs):
     pre, c = ins
     h, c_new = outs
-    return lambda: _cell(pre, c, h, c_new)
+    k = formulas.constants(c.dtype)
+    return lambda: _cell(pre, c, h, c_new, k)
 
 
 @kernel("LSTMCellGrad")
@@ -60,4 +62,5 @@ def lstm_cell(op, ins, outs):
 def lstm_cell_grad(op, ins, outs):
     pre, c, c_new, dh, dc_new = ins
     dpre, dc = outs
-    return lambda: _cell_grad(pre, c, c_new, dh, dc_new, dpre, dc)
+    k = formulas.constants(c.dtype)
+    return lambda: _cell_grad(pre, c, c_new, dh, dc_new, dpre, dc, k)
