@@ -65,29 +65,31 @@ SPLIT_CHANNELS = 64
 
 
 @njit(cache=True, nogil=True)
-def part_channels(t, parts, c_):
-    """``(c0, c1)``: the channels of part ``t`` of ``parts`` when every sample's ``c_``
-    channels are cut into one range a part (cuts at multiples of CHANNEL_CUT where every
-    part gets at least SPLIT_CHANNELS)."""
-    c0, c1 = t * c_ // parts, (t + 1) * c_ // parts
-    if c_ >= SPLIT_CHANNELS * parts:
-        c0 = c0 // CHANNEL_CUT * CHANNEL_CUT
-        c1 = c_ if t + 1 == parts else c1 // CHANNEL_CUT * CHANNEL_CUT
-    return c0, c1
-
-
-def split_by_channels(c, parts) -> bool:
+def split_by_channels(c, parts):
     """Whether :func:`forward` cuts every sample's ``c`` channels into ``parts`` ranges
     rather than giving its parts whole samples (``per_sample = parts`` then)."""
     return c >= SPLIT_CHANNELS * parts
 
 
+@njit(cache=True, nogil=True)
+def part_channels(t, parts, c_):
+    """``(c0, c1)``: the channels of part ``t`` of ``parts`` when every sample's ``c_``
+    channels are cut into one range a part (cuts at multiples of CHANNEL_CUT where
+    :func:`split_by_channels`: every part gets at least SPLIT_CHANNELS)."""
+    c0, c1 = t * c_ // parts, (t + 1) * c_ // parts
+    if split_by_channels(c_, parts):
+        c0 = c0 // CHANNEL_CUT * CHANNEL_CUT
+        c1 = c_ if t + 1 == parts else c1 // CHANNEL_CUT * CHANNEL_CUT
+    return c0, c1
+
+
 def forward_scratch(c, h, w, ho, wo, per_sample) -> int:
     """Workspace elements of one part of :func:`forward`: the transposed input and output
-    of its widest unit (the transposed weights are shared, ``kh * kw * c`` elements)."""
-    widest = max(-(-c // per_sample),
-                 max(b - a for a, b in (part_channels(t, per_sample, c)
-                                        for t in range(per_sample))))
+    of its widest unit (the transposed weights are shared, ``kh * kw * c`` elements). The
+    ranges of :func:`part_channels` are those of every unit (``unit_channels``) where they
+    are not cut on CHANNEL_CUT."""
+    widest = max(b - a for a, b in (part_channels(t, per_sample, c)
+                                    for t in range(per_sample)))
     return widest * (h * w + ho * wo)
 
 
