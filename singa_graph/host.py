@@ -59,9 +59,11 @@ def prefer_whole_vectors() -> None:
     which would undo settings made in ``numba.config`` by hand (a child process that
     imports singa_graph sets the same again). A ``NUMBA_CPU_FEATURES`` or
     ``NUMBA_CPU_NAME`` of the user's own, or ``SINGA_GRAPH_VECTOR_BYTES`` below 64, leaves
-    Numba's choice."""
+    Numba's choice (an empty ``SINGA_GRAPH_VECTOR_BYTES`` is unset, as for
+    :func:`vector_bytes`)."""
+    width = os.environ.get("SINGA_GRAPH_VECTOR_BYTES")
     if (os.environ.get("NUMBA_CPU_FEATURES") or os.environ.get("NUMBA_CPU_NAME")
-            or os.environ.get("SINGA_GRAPH_VECTOR_BYTES", "64") != "64"):
+            or (width and width != "64")):
         return
     from numba.core import config
     from numba.core.codegen import get_host_cpu_features

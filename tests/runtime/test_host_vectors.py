@@ -194,6 +194,9 @@ def test_loops_vectorise_with_whole_avx512_registers():
     assert set_.endswith(",-prefer-256-bit") == avx512
     assert _features_after_import(NUMBA_CPU_FEATURES="+avx2,+fma") == "+avx2,+fma"
     assert _features_after_import(SINGA_GRAPH_VECTOR_BYTES="32") == ""
+    # empty is unset, as vector_bytes() reads it
+    assert _features_after_import(SINGA_GRAPH_VECTOR_BYTES="").endswith(
+        ",-prefer-256-bit") == avx512
 
 
 def test_whole_vectors_reach_the_generated_loops():
